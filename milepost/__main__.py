@@ -1,0 +1,5 @@
+import sys
+
+from milepost.cli.main import main
+
+sys.exit(main())

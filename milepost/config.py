@@ -1,0 +1,153 @@
+"""Typed configuration: dataclasses loaded from YAML, with ``key=value`` overrides on top.
+
+One dataclass per concern. Each checks its own values in ``validate()`` (called from ``__post_init__``),
+raising ``ValueError`` that names the field. Components never see these objects: builders turn a config into
+the flat keyword arguments a component takes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from milepost.errors import InputError
+from milepost.types import record_from_dict
+
+C = TypeVar("C")
+
+ACTION_MODES = ("atomic", "flexible", "fixed", "slide")
+
+
+@dataclass
+class RewardWeights:
+    """Weights of the reward terms in the scalar reward ``step()`` returns (DESIGN: Contracts)."""
+
+    outcome: float = 1.0
+    """weight of the solve indicator"""
+    format: float = 0.1
+    """weight of the -1 paid for an unparsable answer"""
+    valid: float = 0.1
+    """weight of the -1 paid for an illegal action"""
+    milestone: float = 0.0
+    """weight of the +1 paid per newly completed subgoal (subgoal decomposition turns it on)"""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"reward.{f.name}: weights must be >= 0, got {getattr(self, f.name)}")
+
+
+@dataclass
+class EnvConfig:
+    """Environment settings shared by the text environments."""
+
+    name: str = "sudoku"
+    """registered environment name: sudoku | rushhour"""
+    size: int = 9
+    """board side (Sudoku 4, 6 or 9; Rush Hour 6)"""
+    max_steps: int = 50
+    """H_max: turn budget per episode (paper: Sudoku 50, Rush Hour 30 atomic / 20 macro)"""
+    action_mode: str = "atomic"
+    """atomic (one action per step) | flexible (up to macro_k) | fixed (exactly macro_n) | slide (Rush Hour)"""
+    macro_k: int | None = None
+    """upper bound on actions per step in flexible mode; None = unbounded"""
+    macro_n: int | None = None
+    """exact actions per step in fixed mode"""
+    render: str = "grid"
+    """observation renderer: grid | cells | candidates"""
+    wrong_fill: str = "dead_end"
+    """Sudoku: a legal fill with a wrong digit ends the episode (dead_end) or play goes on (continue)"""
+    allow_overwrite: bool = False
+    """Sudoku: whether filled (non-given) cells may be rewritten"""
+    subgoals: list[str] = field(default_factory=lambda: ["boxes"])
+    """Sudoku subgoal kinds: boxes, rows, cols"""
+    reward: RewardWeights = field(default_factory=RewardWeights)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"env.max_steps: must be >= 1, got {self.max_steps}")
+        if self.action_mode not in ACTION_MODES:
+            raise ValueError(f"env.action_mode: {self.action_mode!r} is not one of {', '.join(ACTION_MODES)}")
+        if self.action_mode == "fixed" and (self.macro_n is None or self.macro_n < 1):
+            raise ValueError("env.macro_n: fixed action mode needs macro_n >= 1")
+        if self.action_mode != "fixed" and self.macro_n is not None:
+            raise ValueError(f"env.macro_n: only meaningful with action_mode=fixed, not {self.action_mode}")
+        if self.macro_k is not None:
+            if self.action_mode != "flexible":
+                raise ValueError(f"env.macro_k: only meaningful with action_mode=flexible, not {self.action_mode}")
+            if self.macro_k < 1:
+                raise ValueError(f"env.macro_k: must be >= 1, got {self.macro_k}")
+        if self.render not in ("grid", "cells", "candidates"):
+            raise ValueError(f"env.render: {self.render!r} is not one of grid, cells, candidates")
+        if self.wrong_fill not in ("dead_end", "continue"):
+            raise ValueError(f"env.wrong_fill: {self.wrong_fill!r} is not one of dead_end, continue")
+        bad = sorted(set(self.subgoals) - {"boxes", "rows", "cols"})
+        if bad or not self.subgoals:
+            raise ValueError(f"env.subgoals: must be a non-empty subset of boxes, rows, cols (got {self.subgoals})")
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The flat keyword arguments of the environment constructor."""
+        kwargs = dataclasses.asdict(self)
+        kwargs.pop("name")
+        kwargs["reward_weights"] = kwargs.pop("reward")
+        return kwargs
+
+
+def load_config(cls: type[C], path: str | Path | None = None, overrides: list[str] | None = None) -> C:
+    """Build config ``cls`` from an optional YAML file plus ``key=value`` overrides (dotted keys nest).
+
+    Raises:
+        InputError: for an unreadable file, an unknown key, a value of the wrong type or a failed check.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        source = Path(path)
+        if not source.is_file():
+            raise InputError(f"config {source}: no such file")
+        try:
+            loaded = yaml.safe_load(source.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise InputError(f"config {source}: not valid YAML ({exc})") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InputError(f"config {source}: the top level must be a mapping")
+        data = loaded or {}
+    for item in overrides or []:
+        apply_override(data, item)
+    try:
+        return record_from_dict(cls, data, where="config")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    """Apply one ``a.b.c=value`` override to nested ``data``; the value is parsed as YAML."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise InputError(f"override {item!r}: expected key=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    node = data
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise InputError(f"override {item!r}: {part} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def to_yaml(config: Any) -> str:
+    """Serialise a resolved config (what checkpoints and run folders store)."""
+    return yaml.safe_dump(dataclasses.asdict(config), sort_keys=False)

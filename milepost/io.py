@@ -1,0 +1,67 @@
+"""Atomic file writes and JSONL reading: nothing half-written is ever left where a reader expects data."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from milepost.errors import InputError
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def atomic_write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict[str, Any]]) -> None:
+    atomic_write_text(path, "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
+
+
+def append_jsonl(path: str | os.PathLike[str], row: dict[str, Any]) -> None:
+    """Append one record and flush it, so a crash loses at most the line being written."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSONL file; a bad line raises ``InputError`` naming the file and line.
+
+    A final line without its newline (a write cut short) is reported, not silently used.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{source}: no such file")
+    with source.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{source}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{source}:{lineno}: expected a JSON object")
+            yield obj
