@@ -110,7 +110,8 @@ class Completion:
     completion_ids: list[int]
     logprobs: list[float] | None  # one per completion token; None for scripted policies
     text: str
-    finish_reason: str  # "stop" | "length" | "error"
+    finish_reason: str  # a FinishReason value: "stop" | "length" | "error" | "context_overflow"
+    error: str | None = None  # one-line reason when finish_reason is "error" or "context_overflow"
 
 
 @dataclass

@@ -8,14 +8,6 @@ import argparse
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
-from milepost.datasets import write_dataset
-from milepost.envs.levels import parse_levels
-from milepost.envs.sudoku import SudokuEnv
-from milepost.envs.sudoku.dataset import build_dataset
-from milepost.envs.sudoku.rules import oracle_fill
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,6 +22,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from milepost.datasets import write_dataset
+    from milepost.envs.levels import parse_levels
+    from milepost.envs.sudoku import SudokuEnv
+    from milepost.envs.sudoku.dataset import build_dataset
+    from milepost.envs.sudoku.rules import oracle_fill
+
     console = Console()
     levels = parse_levels(args.levels or ("L1-L7" if args.size == 9 else "S1-S4"), "sudoku", args.size)
     splits, manifest = build_dataset(args.size, levels, args.train, args.test, args.seed, progress=True)

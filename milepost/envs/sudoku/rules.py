@@ -145,8 +145,8 @@ class SudokuRules:
         return self.state.is_solved()
 
     def is_dead(self) -> bool:
-        state = self.state
-        return state.wrong > 0 and (self.end_on_wrong or not state.allow_overwrite)
+        # With wrong_fill="continue" play runs on to the budget even when no solution is reachable any more.
+        return self.end_on_wrong and self.state.wrong > 0
 
     def remaining_distance(self) -> int | None:
         state = self.state
