@@ -131,6 +131,9 @@ class Turn:
     logprobs: list[float] | None = None
     correct_actions: int = 0
     error: str | None = None
+    n_requested: int = 0  # actions the answer asked for (0 on a format error)
+    new_subgoals: list[int] = field(default_factory=list)
+    state_key: str = ""  # fingerprint of the state the answer was given in (repetition detection)
 
 
 @dataclass

@@ -17,9 +17,9 @@ from milepost.errors import MilepostError
 
 def _subcommands() -> list[ModuleType]:
     # Imported lazily so `milepost --help` stays fast and a subcommand's heavy imports load only when used.
-    from milepost.cli import data, demo, play
+    from milepost.cli import data, demo, eval, play, show
 
-    return [data, play, demo]
+    return [data, play, eval, show, demo]
 
 
 def build_parser() -> argparse.ArgumentParser:

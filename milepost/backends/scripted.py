@@ -1,0 +1,111 @@
+"""Scripted policies: ``oracle``, ``noisy-oracle:P[:MODE]`` and ``random``.
+
+They are baselines, SFT demonstrators and test fixtures, always labelled as such. They read the environment's
+rules object directly (they are policies, not text generators) and answer in the agent's output format.
+Their completions carry the tokenizer's ids for their text when a tokenizer is given; their behaviour
+log-probs are undefined (None), so their episodes can serve SFT but never enter the RL loss.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Protocol
+
+from milepost.agent.parsing import format_answer
+from milepost.backends.base import NOISE_MODES, PolicySpec
+from milepost.errors import InputError
+from milepost.registry import Registry
+from milepost.types import Completion
+
+
+# Per-environment move sources: modules with oracle(rules) -> (action, reason) | None,
+# illegal(rules, rng) -> str, wrong(rules, rng) -> str | None, random_legal(rules, rng) -> str | None,
+# malformed(rng) -> str.
+MOVES: Registry[ModuleType] = Registry("scripted move source")
+
+
+def _register_moves() -> None:
+    from milepost.envs.sudoku import moves as sudoku_moves
+
+    MOVES.register("sudoku", sudoku_moves)
+
+
+_register_moves()
+
+
+class ScriptedEpisode(Protocol):
+    """What a scripted policy needs from a live episode: its env (with ``rules``) and its random stream."""
+
+    env: Any
+    rng: random.Random
+
+
+class ScriptedPolicy:
+    """An oracle, a noisy oracle or a uniformly random legal player.
+
+    Args:
+        kind: ``oracle`` | ``noisy-oracle`` | ``random``.
+        p: noisy oracle: probability of the oracle's answer on each turn.
+        mode: noisy oracle: the error made otherwise: ``format`` (malformed answer), ``illegal``
+            (rule-breaking move), ``wrong`` (legal move that is no progress; when none exists, an illegal
+            one), ``mixed`` (one of the three, uniformly).
+        tokenizer: optional Hugging Face tokenizer used to give completions token ids.
+    """
+
+    def __init__(self, kind: str, p: float = 1.0, mode: str = "mixed", tokenizer: Any = None) -> None:
+        if kind not in ("oracle", "noisy-oracle", "random"):
+            raise InputError(f"unknown scripted policy {kind!r} (known: oracle, noisy-oracle, random)")
+        if not 0.0 <= p <= 1.0:
+            raise InputError(f"noisy-oracle: P must be in [0, 1], got {p}")
+        if mode not in NOISE_MODES:
+            raise InputError(f"noisy-oracle: unknown error mode {mode!r} (known: {', '.join(NOISE_MODES)})")
+        self.kind, self.p, self.mode, self.tokenizer = kind, p, mode, tokenizer
+        self.name = kind if kind != "noisy-oracle" else f"noisy-oracle:{p:g}:{mode}"
+        self.scripted = True
+
+    def answer(self, env: Any, rng: random.Random) -> str:
+        """The answer text for the env's current state."""
+        moves = MOVES.get(_env_name(env))
+        rules = env.rules
+        if self.kind == "random":
+            action = moves.random_legal(rules, rng)
+            return format_answer("a random legal move.", action) if action else moves.malformed(rng)
+        if self.kind == "oracle" or rng.random() < self.p:
+            found = moves.oracle(rules)
+            if found is None:
+                return moves.malformed(rng)
+            action, reason = found
+            return format_answer(reason, action)
+        mode = self.mode if self.mode != "mixed" else rng.choice(("format", "illegal", "wrong"))
+        if mode == "format":
+            return moves.malformed(rng)
+        if mode == "wrong":
+            action = moves.wrong(rules, rng)
+            if action is not None:
+                return format_answer("this move looks fine.", action)
+        return format_answer("this move looks fine.", moves.illegal(rules, rng))
+
+    def act(self, episodes: Sequence[ScriptedEpisode]) -> list[Completion]:
+        out = []
+        for ep in episodes:
+            text = self.answer(ep.env, ep.rng)
+            ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer is not None else []
+            out.append(Completion(prompt_ids=[], completion_ids=ids, logprobs=None, text=text, finish_reason="stop"))
+        return out
+
+
+def _env_name(env: Any) -> str:
+    task = getattr(env, "task", None)
+    if task is None:
+        raise InputError("scripted policy: the environment has no task (call reset first)")
+    return str(task.env)
+
+
+def scripted_policy(spec: PolicySpec, tokenizer: Any = None) -> ScriptedPolicy:
+    """The scripted policy a parsed ``oracle`` | ``random`` | ``noisy-oracle:P[:MODE]`` spec names."""
+    if spec.kind == "noisy-oracle":
+        p, mode = spec.noise
+        return ScriptedPolicy(spec.kind, p, mode, tokenizer=tokenizer)
+    return ScriptedPolicy(spec.kind, tokenizer=tokenizer)

@@ -1,0 +1,72 @@
+"""Scripted Sudoku moves: the oracle's next move and the error modes of the noisy oracle.
+
+These read the game state directly (they are policies, not text generators); ``milepost.backends.scripted``
+turns them into answers. Every function returns an action's text, or None when no such move exists.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from milepost.envs.actions import ActionMode
+from milepost.envs.sudoku.rules import SudokuRules, oracle_fill
+from milepost.envs.sudoku.state import Fill
+from milepost.types import Task
+
+
+def oracle(rules: SudokuRules) -> tuple[str, str] | None:
+    """The solver's next move (fewest-candidate empty cell, its solution digit) and its justification."""
+    state = rules.state
+    fill = oracle_fill(state)
+    if fill is None:
+        return None
+    cell = f"r{fill.row + 1}c{fill.col + 1}"
+    if state.candidates(fill.row * state.n + fill.col).bit_count() == 1:
+        reason = f"{cell} can only hold {fill.digit}: its row, column and box already hold every other digit."
+    else:
+        reason = f"{cell} has the fewest candidates and the solution puts {fill.digit} there."
+    return fill.text(), reason
+
+
+def illegal(rules: SudokuRules, rng: random.Random) -> str:
+    """A well-formed fill that breaks a rule: a digit already in the cell's row, column or box, else a given."""
+    state = rules.state
+    n = state.n
+    empties = [c for c in range(n * n) if not state.cells[c]]
+    rng.shuffle(empties)
+    for cell in empties:
+        blocked = state.geo.full & ~state.candidates(cell)
+        digits = [d for d in range(1, n + 1) if blocked >> (d - 1) & 1]
+        if digits:
+            return Fill(cell // n, cell % n, rng.choice(digits)).text()
+    givens = [c for c in range(n * n) if state.givens[c]]
+    cell = rng.choice(givens) if givens else 0
+    return Fill(cell // n, cell % n, rng.randint(1, n)).text()
+
+
+def wrong(rules: SudokuRules, rng: random.Random) -> str | None:
+    """A legal fill with a digit that is not the solution's (no progress: it makes the puzzle unsolvable)."""
+    state = rules.state
+    sol = rules.solution
+    choices = [f for f in state.legal_actions() if f.digit != sol[f.row * state.n + f.col]]
+    return rng.choice(choices).text() if choices else None
+
+
+def random_legal(rules: SudokuRules, rng: random.Random) -> str | None:
+    """A uniformly random legal fill."""
+    choices = rules.state.legal_actions()
+    return rng.choice(choices).text() if choices else None
+
+
+def malformed(rng: random.Random) -> str:
+    """An answer no parser accepts."""
+    return rng.choice(["value(r?c?)", "I am not sure.", "fill(5 at r3 c7)", "value 5 r3c7", ""])
+
+
+def optimal_turns(task: Task, mode: ActionMode) -> int:
+    """Fewest turns that can solve ``task`` under ``mode`` (one fill per empty cell)."""
+    per_turn = mode.max_actions
+    if per_turn is None:
+        return 1 if task.goal_distance else 0
+    return math.ceil(task.goal_distance / per_turn)

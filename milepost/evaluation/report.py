@@ -1,0 +1,79 @@
+"""Reports: ``metrics.json``, a Markdown table laid out like the paper's Table 7 (levels as columns), and the
+failure taxonomy per level."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from milepost.evaluation.failures import FAILURE_KINDS
+from milepost.evaluation.metrics import Estimate, LevelMetrics
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _est(e: Estimate | None) -> str:
+    return "-" if e is None else f"{100 * e.value:.1f} [{100 * e.lo:.0f}, {100 * e.hi:.0f}]"
+
+
+def markdown_table(title: str, levels: Sequence[LevelMetrics], ks: Sequence[int], *, ranges: dict[str, str]) -> str:
+    """Levels as columns, metrics as rows; percentages with 95% CIs (bootstrap over tasks)."""
+    head = ["metric"] + [f"{lv.level} ({ranges.get(lv.level, '')})" for lv in levels]
+    rows: list[list[str]] = [
+        ["tasks x samples"] + [f"{lv.tasks} x {lv.samples}" for lv in levels],
+        ["mean goal distance"] + [f"{lv.mean_goal_distance:.1f}" for lv in levels],
+    ]
+    for k in ks:
+        rows.append([f"pass@{k} (%)"] + [_est(lv.pass_at.get(str(k))) for lv in levels])
+    n = max((lv.samples for lv in levels), default=0)
+    rows.append([f"avg@{n} (%)"] + [_est(lv.avg) for lv in levels])
+    rows.append(["step accuracy (%)"] + [_pct(lv.step_accuracy) for lv in levels])
+    rows.append(["subgoals reached (%)"] + [_pct(lv.subgoal_fraction) for lv in levels])
+    rows.append(["oracle ceiling (%)"] + [_pct(lv.oracle_ceiling) for lv in levels])
+    rows.append(["turns on successes"] + [
+        "-" if lv.effective_horizon is None else f"{lv.effective_horizon:.1f} (d={lv.goal_distance_on_success:.1f})"
+        for lv in levels
+    ])
+    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def failure_table(levels: Sequence[LevelMetrics]) -> str:
+    """Share of episodes per failure kind (first match wins), per level."""
+    head = ["failure"] + [lv.level for lv in levels]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    totals = [sum(lv.terminations.values()) or 1 for lv in levels]
+    for kind in FAILURE_KINDS:
+        counts = [lv.failures.get(kind, 0) for lv in levels]
+        if any(counts):
+            lines.append("| " + " | ".join([kind] + [f"{100 * c / t:.1f}%" for c, t in zip(counts, totals)]) + " |")
+    if len(lines) == 2:
+        lines.append("| (no failures) |" + " |" * len(levels))
+    return "\n".join(lines) + "\n"
+
+
+def render_report(meta: dict[str, Any], levels: Sequence[LevelMetrics], ks: Sequence[int], ranges: dict[str, str],
+                  plot_name: str | None) -> str:
+    """The whole Markdown report of one evaluation run."""
+    policy = meta.get("policy", "?")
+    label = " (scripted baseline)" if meta.get("scripted") else ""
+    parts = [
+        f"# Evaluation: {meta.get('env')} / {policy}{label}",
+        "",
+        f"Data: `{meta.get('data')}` split `{meta.get('split')}`; agent `{meta.get('agent')}`; "
+        f"action mode `{meta.get('env_kwargs', {}).get('action_mode', 'atomic')}`; budget H_max = "
+        f"{meta.get('max_steps')}; temperature {meta.get('temperature')}; seed {meta.get('seed')}.",
+        "Intervals are 95% percentile bootstrap intervals over tasks. The oracle ceiling is the share of tasks "
+        "whose optimal number of turns fits the budget.",
+        "",
+        markdown_table(f"Success by goal distance ({policy})", levels, ks, ranges=ranges),
+        "### Failure taxonomy (share of episodes)",
+        "",
+        failure_table(levels),
+    ]
+    if plot_name:
+        parts += [f"![success against goal distance]({plot_name})", ""]
+    return "\n".join(parts)

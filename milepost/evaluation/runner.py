@@ -1,0 +1,156 @@
+"""``milepost eval`` as a library call: play a dataset split with a policy, then measure and report.
+
+Episodes are appended to ``episodes.jsonl`` as they finish, so an interrupted run loses at most the
+episodes in flight; a rerun with the same output folder skips finished (task, sample) pairs. A folder made
+by a different configuration is refused rather than silently mixed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from milepost.agent.loop import AgentSettings, BackendPolicy, Job, run_episodes
+from milepost.backends.base import make_backend, parse_policy_spec
+from milepost.backends.scripted import MOVES, scripted_policy
+from milepost.datasets import load_tasks
+from milepost.envs import make_env
+from milepost.envs.levels import levels_for, parse_levels
+from milepost.errors import InputError
+from milepost.evaluation.metrics import LevelMetrics, level_metrics, success_by_distance
+from milepost.evaluation.plots import plot_success_vs_distance
+from milepost.evaluation.report import render_report
+from milepost.io import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl
+from milepost.types import Episode, Task
+
+EPISODES = "episodes.jsonl"
+
+
+@dataclass
+class EvalSpec:
+    """What to evaluate; stored as ``run.json`` and compared on resume."""
+
+    env: str
+    data: str
+    policy: str
+    split: str = "test"
+    agent: str = "plain"
+    n: int = 4
+    ks: list[int] = field(default_factory=lambda: [1, 4])
+    levels: str | None = None
+    limit: int | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    settings: AgentSettings = field(default_factory=AgentSettings)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise InputError(f"--n must be >= 1, got {self.n}")
+        if not self.ks or any(k < 1 or k > self.n for k in self.ks):
+            raise InputError(f"--k values must lie in 1..n={self.n}, got {self.ks}")
+        if self.agent != "plain":
+            raise InputError(f"unknown agent {self.agent!r} (known: plain)")
+        if self.limit is not None and self.limit < 1:
+            raise InputError(f"--limit must be >= 1, got {self.limit}")
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that must match for a rerun to resume (batch size and progress do not matter)."""
+        data = dataclasses.asdict(self)
+        data["settings"].pop("batch_size", None)
+        return data
+
+
+def select_tasks(spec: EvalSpec) -> list[Task]:
+    tasks = load_tasks(spec.data, spec.split)
+    if not tasks:
+        raise InputError(f"{spec.data}: the {spec.split} split is empty")
+    envs = {t.env for t in tasks}
+    if envs != {spec.env}:
+        raise InputError(f"{spec.data} holds {', '.join(sorted(envs))} tasks, not {spec.env}")
+    size = tasks[0].size
+    wanted = {lv.name for lv in parse_levels(spec.levels, spec.env, size)} if spec.levels else None
+    per_level: dict[str, int] = defaultdict(int)
+    chosen = []
+    for task in tasks:
+        if wanted is not None and task.level not in wanted:
+            continue
+        if spec.limit is not None and per_level[task.level] >= spec.limit:
+            continue
+        per_level[task.level] += 1
+        chosen.append(task)
+    if not chosen:
+        raise InputError(f"{spec.data}: no {spec.split} tasks at levels {spec.levels}")
+    return chosen
+
+
+def build_policy(spec: EvalSpec) -> Any:
+    parsed = parse_policy_spec(spec.policy)
+    if parsed.kind in ("oracle", "noisy-oracle", "random"):
+        return scripted_policy(parsed)
+    return BackendPolicy(make_backend(parsed), spec.settings)
+
+
+def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True) -> dict[str, Any]:
+    """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``."""
+    out = Path(out_dir)
+    tasks = select_tasks(spec)
+    size = tasks[0].size
+    probe = make_env(spec.env, size=size, **spec.env_kwargs)
+    run_file = out / "run.json"
+    identity = spec.identity()
+    if run_file.exists():
+        previous = json.loads(run_file.read_text(encoding="utf-8"))
+        if previous != json.loads(json.dumps(identity)):
+            changed = sorted(k for k in identity if previous.get(k) != json.loads(json.dumps(identity[k])))
+            raise InputError(f"{out} holds a run with a different configuration ({', '.join(changed)}); "
+                             "use another --out")
+    else:
+        atomic_write_json(run_file, identity)
+    done: set[tuple[str, int]] = set()
+    if (out / EPISODES).exists():
+        done = {(row["task_id"], row["sample"]) for row in read_jsonl(out / EPISODES)}
+    jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
+    if jobs:
+        policy = build_policy(spec)
+        run_episodes(
+            lambda: make_env(spec.env, size=size, **spec.env_kwargs), jobs, policy, spec.settings,
+            seed=spec.seed, on_episode=lambda ep: append_jsonl(out / EPISODES, ep.to_dict()),
+            progress=progress, total=len(jobs),
+        )
+    wanted_ids = {t.task_id for t in tasks}
+    episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)]
+    episodes = [e for e in episodes if e.task_id in wanted_ids and e.sample < spec.n]
+    return summarise(spec, tasks, episodes, out, max_steps=probe.max_steps, action_mode=probe.action_mode)
+
+
+def summarise(spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: Path, *, max_steps: int,
+              action_mode: Any) -> dict[str, Any]:
+    moves = MOVES.get(spec.env)
+    fits = {t.task_id: moves.optimal_turns(t, action_mode) <= max_steps for t in tasks}
+    by_level: dict[str, list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        by_level[ep.level].append(ep)
+    table = levels_for(spec.env, tasks[0].size)
+    order = [lv.name for lv in table if lv.name in by_level] + sorted(set(by_level) - {lv.name for lv in table})
+    ranges = {lv.name: f"{lv.lo}-{lv.hi}" for lv in table}
+    metrics: list[LevelMetrics] = [
+        level_metrics(name, by_level[name], spec.ks, ceiling=fits.__getitem__, seed=spec.seed) for name in order
+    ]
+    scripted = bool(episodes and episodes[0].meta.get("scripted"))
+    meta = {
+        **spec.identity(), "max_steps": max_steps, "temperature": spec.settings.temperature, "scripted": scripted,
+        "episodes": len(episodes),
+    }
+    result = {"meta": meta, "levels": [m.to_dict() for m in metrics],
+              "success_by_distance": {str(d): v for d, v in success_by_distance(episodes).items()}}
+    atomic_write_json(out / "metrics.json", result)
+    label = spec.policy + (" (scripted baseline)" if scripted else "")
+    plot = plot_success_vs_distance(out / "success.png", {label: (metrics, success_by_distance(episodes))},
+                                    f"{spec.env}: success against goal distance")
+    atomic_write_text(out / "report.md", render_report(meta, metrics, spec.ks, ranges, plot.name))
+    result["table"] = metrics
+    return result

@@ -1,0 +1,1 @@
+"""Subgoal-driven online planning (SGO): stuck detection now; planners, tracker and validator to follow."""
