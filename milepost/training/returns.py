@@ -1,0 +1,109 @@
+"""Returns and advantages as pure functions (seed paper, section 4 and appendix C.3; DESIGN: Training).
+
+Notation: r_t the trajectory reward of turn t (outcome, plus the milestone term under subgoal decomposition),
+r_step_t = r_format_t + r_valid_t the step reward, gamma the discount (0.995),
+G_t = sum_{k >= t} gamma^(k - t) r_k, and the advantage
+
+    A_t = r_hat_traj_t + alpha * r_hat_step_t,    r_hat = (x - mean) / std over every turn of the batch,
+
+with alpha = 0.2. Variants for the paper's ablations: no normalisation, alpha in {0, 0.5, 1}, and group
+normalisation (GRPO-style: statistics over the episodes of the same task instead of the whole batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+EPS = 1e-6
+
+
+def discounted_returns(rewards: torch.Tensor, gamma: float, cuts: torch.Tensor | None = None) -> torch.Tensor:
+    """G_t = r_t + gamma * G_{t+1}, restarting after every turn where ``cuts`` is true.
+
+    Args:
+        rewards: ``(T,)`` rewards of one episode.
+        gamma: discount in [0, 1].
+        cuts: optional ``(T,)`` bool; a cut after turn t (a subgoal completed at t) ends a segment, so
+            G_t sums rewards up to and including t only (subgoal-segmented returns, paper section 4.2.1).
+
+    Returns:
+        ``(T,)`` returns, same dtype as ``rewards``.
+    """
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    out = torch.zeros_like(rewards)
+    running = torch.zeros((), dtype=rewards.dtype)
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        if cuts is not None and bool(cuts[t]):
+            running = torch.zeros((), dtype=rewards.dtype)
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def normalise(values: torch.Tensor, groups: torch.Tensor | None = None) -> torch.Tensor:
+    """(x - mean) / (std + eps) over all entries, or within each group id when ``groups`` is given.
+
+    A group (or batch) whose values are all equal normalises to 0: it carries no learning signal.
+    """
+    if groups is None:
+        if values.numel() < 2:
+            return torch.zeros_like(values)
+        return (values - values.mean()) / (values.std(unbiased=False) + EPS)
+    out = torch.zeros_like(values)
+    for g in torch.unique(groups):
+        sel = groups == g
+        chunk = values[sel]
+        if chunk.numel() >= 2:
+            out[sel] = (chunk - chunk.mean()) / (chunk.std(unbiased=False) + EPS)
+    return out
+
+
+def advantages(
+    traj_rewards: Sequence[torch.Tensor],
+    step_rewards: Sequence[torch.Tensor],
+    *,
+    gamma: float = 0.995,
+    alpha: float = 0.2,
+    cuts: Sequence[torch.Tensor] | None = None,
+    normalisation: str = "batch",
+    groups: Sequence[int] | None = None,
+) -> list[torch.Tensor]:
+    """Per-turn advantages of a batch of episodes.
+
+    Args:
+        traj_rewards: per episode, ``(T_i,)`` trajectory rewards r_t.
+        step_rewards: per episode, ``(T_i,)`` step rewards r_step_t (format + validity penalties).
+        gamma: discount of the trajectory return.
+        alpha: weight of the step component.
+        cuts: per episode, optional ``(T_i,)`` segment ends (subgoal decomposition).
+        normalisation: ``batch`` (the paper), ``group`` (GRPO-style, per task) or ``none``.
+        groups: per episode, a group id (task) for ``group`` normalisation.
+
+    Returns:
+        Per episode, ``(T_i,)`` advantages A_t.
+    """
+    if len(traj_rewards) != len(step_rewards):
+        raise ValueError("traj_rewards and step_rewards need one entry per episode")
+    if normalisation not in ("batch", "group", "none"):
+        raise ValueError(f"normalisation must be batch, group or none, got {normalisation!r}")
+    if normalisation == "group" and (groups is None or len(groups) != len(traj_rewards)):
+        raise ValueError("group normalisation needs one group id per episode")
+    lengths = [int(r.shape[0]) for r in traj_rewards]
+    if not lengths or sum(lengths) == 0:
+        return [torch.zeros(n) for n in lengths]
+    returns = torch.cat([
+        discounted_returns(r.float(), gamma, None if cuts is None else cuts[i]) for i, r in enumerate(traj_rewards)
+    ])  # (N,) all turns of the batch
+    steps = torch.cat([s.float() for s in step_rewards])  # (N,)
+    if normalisation == "none":
+        adv = returns + alpha * steps
+    else:
+        group_ids = None
+        if normalisation == "group":
+            assert groups is not None
+            group_ids = torch.cat([torch.full((n,), g, dtype=torch.long) for n, g in zip(lengths, groups)])
+        adv = normalise(returns, group_ids) + alpha * normalise(steps, group_ids)
+    return list(torch.split(adv, lengths))
