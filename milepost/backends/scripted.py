@@ -9,7 +9,7 @@ log-probs are undefined (None), so their episodes can serve SFT but never enter 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -41,6 +41,8 @@ class ScriptedEpisode(Protocol):
     env: Any
     rng: random.Random
 
+    def messages(self) -> list[dict[str, str]]: ...
+
 
 class ScriptedPolicy:
     """An oracle, a noisy oracle or a uniformly random legal player.
@@ -52,9 +54,18 @@ class ScriptedPolicy:
             (rule-breaking move), ``wrong`` (legal move that is no progress; when none exists, an illegal
             one), ``mixed`` (one of the three, uniformly).
         tokenizer: optional Hugging Face tokenizer used to give completions token ids.
+        prompt_encoder: optional function from chat messages to the prompt token ids a model would see
+            (e.g. ``HFBackend.encode``); SFT demonstrations need it so prompts match the policy's exactly.
     """
 
-    def __init__(self, kind: str, p: float = 1.0, mode: str = "mixed", tokenizer: Any = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        p: float = 1.0,
+        mode: str = "mixed",
+        tokenizer: Any = None,
+        prompt_encoder: Callable[[list[dict[str, str]]], list[int]] | None = None,
+    ) -> None:
         if kind not in ("oracle", "noisy-oracle", "random"):
             raise InputError(f"unknown scripted policy {kind!r} (known: oracle, noisy-oracle, random)")
         if not 0.0 <= p <= 1.0:
@@ -62,6 +73,7 @@ class ScriptedPolicy:
         if mode not in NOISE_MODES:
             raise InputError(f"noisy-oracle: unknown error mode {mode!r} (known: {', '.join(NOISE_MODES)})")
         self.kind, self.p, self.mode, self.tokenizer = kind, p, mode, tokenizer
+        self.prompt_encoder = prompt_encoder
         self.name = kind if kind != "noisy-oracle" else f"noisy-oracle:{p:g}:{mode}"
         self.scripted = True
 
@@ -92,7 +104,9 @@ class ScriptedPolicy:
         for ep in episodes:
             text = self.answer(ep.env, ep.rng)
             ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer is not None else []
-            out.append(Completion(prompt_ids=[], completion_ids=ids, logprobs=None, text=text, finish_reason="stop"))
+            prompt = self.prompt_encoder(ep.messages()) if self.prompt_encoder is not None else []
+            out.append(Completion(prompt_ids=prompt, completion_ids=ids, logprobs=None, text=text,
+                                  finish_reason="stop"))
         return out
 
 

@@ -94,8 +94,12 @@ def build_policy(spec: EvalSpec) -> Any:
     return BackendPolicy(make_backend(parsed), spec.settings)
 
 
-def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``."""
+def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, policy: Any = None) -> dict[str, Any]:
+    """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``.
+
+    ``policy`` overrides the one ``spec.policy`` names (the trainer evaluates its in-memory model this way;
+    ``spec.policy`` is then only the label).
+    """
     out = Path(out_dir)
     tasks = select_tasks(spec)
     size = tasks[0].size
@@ -115,7 +119,7 @@ def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True) -> d
         done = {(row["task_id"], row["sample"]) for row in read_jsonl(out / EPISODES)}
     jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
     if jobs:
-        policy = build_policy(spec)
+        policy = policy if policy is not None else build_policy(spec)
         run_episodes(
             lambda: make_env(spec.env, size=size, **spec.env_kwargs), jobs, policy, spec.settings,
             seed=spec.seed, on_episode=lambda ep: append_jsonl(out / EPISODES, ep.to_dict()),

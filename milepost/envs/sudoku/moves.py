@@ -22,10 +22,11 @@ def oracle(rules: SudokuRules) -> tuple[str, str] | None:
     if fill is None:
         return None
     cell = f"r{fill.row + 1}c{fill.col + 1}"
+    # Short on purpose: SFT teaches these reasons to tiny models, whose every generated token costs time.
     if state.candidates(fill.row * state.n + fill.col).bit_count() == 1:
-        reason = f"{cell} can only hold {fill.digit}: its row, column and box already hold every other digit."
+        reason = f"only {fill.digit} fits {cell}."
     else:
-        reason = f"{cell} has the fewest candidates and the solution puts {fill.digit} there."
+        reason = f"{cell} has fewest options; {fill.digit}."
     return fill.text(), reason
 
 

@@ -1,0 +1,165 @@
+"""Training configuration: one dataclass per concern, loaded from YAML with ``key=value`` overrides.
+
+Field docstrings cite the paper's symbols (seed paper Table 3; DESIGN: Training). ``configs/`` holds one
+YAML per reproduced arm, each with the paper-scale values or the tiny-CPU profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from milepost.config import EnvConfig
+
+
+@dataclass
+class AgentConfig:
+    memory_k: int = 2
+    """K: turns kept in the sliding-window memory"""
+    temperature: float = 0.8
+    """sampling temperature of rollouts (and of pi_theta in the loss)"""
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 64
+    """response tokens per turn at most"""
+
+    def __post_init__(self) -> None:
+        if self.memory_k < 0:
+            raise ValueError(f"agent.memory_k: must be >= 0, got {self.memory_k}")
+        if self.temperature <= 0:
+            raise ValueError(f"agent.temperature: RL needs sampling, so it must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"agent.top_p: must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"agent.max_new_tokens: must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class Phase:
+    """One phase of a horizon curriculum: train on these levels for this many iterations."""
+
+    levels: str
+    iterations: int
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ValueError(f"curriculum phase {self.levels}: iterations must be >= 1")
+
+
+@dataclass
+class RLConfig:
+    iterations: int = 100
+    """policy updates of the run (the sum over curriculum phases when a curriculum is set)"""
+    tasks_per_iter: int = 16
+    """distinct tasks per iteration"""
+    samples_per_task: int = 4
+    """episodes per task (the group for group normalisation)"""
+    minibatches: int = 2
+    """M: one optimizer step per minibatch; later minibatches are off-policy"""
+    lr: float = 1e-6
+    """learning rate (paper: 1e-6, constant)"""
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    gamma: float = 0.995
+    """discount of the trajectory return"""
+    alpha: float = 0.2
+    """weight of the normalised step reward in A_t"""
+    normalisation: str = "batch"
+    """batch (paper) | group (GRPO-style) | none"""
+    subgoal_decomposition: bool = False
+    """pay the milestone term at each subgoal and cut the return there (paper section 4.2.1)"""
+    milestone_weight: float = 1.0
+    """weight of the milestone term in r_t under subgoal decomposition"""
+    is_cap: float = 3.0
+    """C: Seq-TIS truncation"""
+    is_low: float = 0.995
+    """C_low: Geo-MIS lower threshold"""
+    is_high: float = 1.01
+    """C_high: Geo-MIS upper threshold"""
+    is_truncate: bool = True
+    is_mask: bool = True
+    curriculum: list[Phase] = field(default_factory=list)
+    """horizon curriculum; empty = train on ``data.levels`` throughout"""
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ValueError(f"rl.iterations: must be >= 1, got {self.iterations}")
+        if self.tasks_per_iter < 1 or self.samples_per_task < 1:
+            raise ValueError("rl.tasks_per_iter and rl.samples_per_task must be >= 1")
+        if self.minibatches < 1 or self.minibatches > self.tasks_per_iter * self.samples_per_task:
+            raise ValueError(f"rl.minibatches: must be in 1..episodes per iteration, got {self.minibatches}")
+        if self.lr <= 0:
+            raise ValueError(f"rl.lr: must be > 0, got {self.lr}")
+        if not 0 <= self.gamma <= 1:
+            raise ValueError(f"rl.gamma: must be in [0, 1], got {self.gamma}")
+        if self.normalisation not in ("batch", "group", "none"):
+            raise ValueError(f"rl.normalisation: {self.normalisation!r} is not one of batch, group, none")
+        if not 0 < self.is_low <= 1 <= self.is_high or self.is_cap <= 0:
+            raise ValueError("rl.is_low / is_high / is_cap: need 0 < C_low <= 1 <= C_high and C > 0")
+        if self.curriculum and sum(p.iterations for p in self.curriculum) != self.iterations:
+            raise ValueError("rl.curriculum: phase iterations must add up to rl.iterations")
+
+
+@dataclass
+class SFTConfig:
+    tasks: int = 512
+    """demonstration episodes (oracle playthroughs of training tasks)"""
+    noise: float = 0.0
+    """share of demonstration turns replaced by an error (format / illegal), so the model sees recoveries;
+    only the oracle's own turns become training targets"""
+    epochs: float = 2.0
+    batch_size: int = 32
+    lr: float = 1e-3
+    """learning rate (tiny from-scratch models: 1e-3 with warm-up; paper, pretrained: 5e-6)"""
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.tasks < 1 or self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError("sft: tasks, epochs, batch_size and lr must be positive")
+        if not 0 <= self.noise < 1:
+            raise ValueError(f"sft.noise: must be in [0, 1), got {self.noise}")
+
+
+@dataclass
+class EvalConfig:
+    every: int = 0
+    """evaluate every N iterations (0 = only at the end)"""
+    n: int = 4
+    ks: list[int] = field(default_factory=lambda: [1, 4])
+    levels: str | None = None
+    limit: int | None = 25
+    """test tasks per level"""
+
+
+@dataclass
+class TrainConfig:
+    """A training run: SFT (``milepost sft``) or RL (``milepost train``)."""
+
+    name: str = "run"
+    model: str = "tiny:1m"
+    """initial policy: a model directory, or tiny:SIZE to build a from-scratch tiny model"""
+    data: str = "runs/data/sudoku4"
+    """dataset folder (train split for training, test split for evaluation)"""
+    levels: str | None = None
+    """training levels (default: all levels of the dataset)"""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    seed: int = 0
+    threads: int = 2
+    """torch CPU threads"""
+    bf16: bool = False
+    """bf16 autocast for forward/backward (CPU with AVX512-BF16, or CUDA)"""
+    device: str | None = None
+    """cpu | cuda (default: CUDA when present)"""
+    checkpoint_every: int = 25
+    """iterations (RL) or optimizer steps (SFT) between checkpoints"""
+
+    def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise ValueError(f"threads: must be >= 1, got {self.threads}")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every: must be >= 1, got {self.checkpoint_every}")

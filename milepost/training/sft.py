@@ -1,0 +1,204 @@
+"""Supervised fine-tuning on solver demonstrations (``milepost sft``).
+
+Demonstrations are oracle episodes played through the real environment and agent loop, so every prompt is
+exactly what the policy sees later (goal, sliding-window memory, observation, chat template). With
+``sft.noise`` > 0 some turns are answered with an error instead (a malformed answer or an illegal move) and
+only the oracle's own turns become targets: the model then learns to act after a rejected answer, which
+oracle-only data never shows it. The loss covers the response tokens only (prompt tokens are masked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from milepost.agent.loop import AgentSettings, Job, run_episodes
+from milepost.backends.base import GenerationRequest
+from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
+from milepost.backends.logprobs import sequence_logprobs
+from milepost.backends.scripted import ScriptedPolicy
+from milepost.config import to_yaml
+from milepost.datasets import load_tasks
+from milepost.envs import make_env
+from milepost.envs.levels import parse_levels
+from milepost.errors import InputError
+from milepost.io import append_jsonl
+from milepost.training.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint_state,
+    save_checkpoint,
+    set_rng_state,
+    write_run_config,
+)
+from milepost.training.config import TrainConfig
+from milepost.training.losses import sft_loss
+from milepost.types import Task
+
+
+@dataclass
+class Example:
+    prompt_ids: list[int]
+    completion_ids: list[int]  # the answer's tokens and the end-of-sequence token
+
+
+def select_tasks(cfg: TrainConfig, split: str, levels: str | None = None) -> list[Task]:
+    """The dataset's tasks of ``split`` at ``levels`` (default: the config's training levels, else all)."""
+    tasks = load_tasks(cfg.data, split)
+    if not tasks:
+        raise InputError(f"{cfg.data}: the {split} split is empty")
+    if tasks[0].env != cfg.env.name:
+        raise InputError(f"{cfg.data} holds {tasks[0].env} tasks but env.name is {cfg.env.name}")
+    spec = levels if levels is not None else cfg.levels
+    if spec:
+        wanted = {lv.name for lv in parse_levels(spec, cfg.env.name, tasks[0].size)}
+        tasks = [t for t in tasks if t.level in wanted]
+        if not tasks:
+            raise InputError(f"{cfg.data}: no {split} tasks at levels {spec}")
+    return tasks
+
+
+def env_factory(cfg: TrainConfig, size: int) -> Any:
+    kwargs = cfg.env.env_kwargs()
+    kwargs["size"] = size
+    return lambda: make_env(cfg.env.name, **kwargs)
+
+
+def agent_settings(cfg: TrainConfig, batch_size: int = 64) -> AgentSettings:
+    a = cfg.agent
+    return AgentSettings(memory_k=a.memory_k, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
+                         max_new_tokens=a.max_new_tokens, batch_size=batch_size)
+
+
+def load_policy(cfg: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
+    """The initial (model, tokenizer): a model directory, or ``tiny:SIZE`` built into ``run_dir/initial``."""
+    device, dtype = resolve_device_dtype(cfg.device, "float32")
+    path = cfg.model
+    if path.startswith("tiny:"):
+        from milepost.backends.tiny import build_tiny_model
+
+        target = run_dir / "initial"
+        if not (target / "config.json").exists():
+            build_tiny_model(target, size=path.partition(":")[2] or "1m", seed=cfg.seed)
+        path = str(target)
+    return load_model(path, device, dtype)
+
+
+def demonstrations(cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, *, progress: bool = True) -> list[Example]:
+    """SFT examples from oracle (or lightly noisy) episodes of ``tasks``, prompts rendered by ``backend``."""
+    eos = min(backend.eos_ids)
+
+    def encode(messages: list[dict[str, str]]) -> list[int]:
+        return backend.encode(GenerationRequest(messages=messages))
+
+    if cfg.sft.noise > 0:
+        policy = ScriptedPolicy("noisy-oracle", 1.0 - cfg.sft.noise, "illegal", tokenizer=backend.tokenizer,
+                                prompt_encoder=encode)
+    else:
+        policy = ScriptedPolicy("oracle", tokenizer=backend.tokenizer, prompt_encoder=encode)
+    episodes = run_episodes(env_factory(cfg, tasks[0].size), [Job(t) for t in tasks], policy,
+                            agent_settings(cfg), seed=cfg.seed, progress=progress)
+    examples = []
+    for ep in episodes:
+        for turn in ep.turns:
+            # Only the oracle's own moves are targets: an error turn has a penalty term.
+            if turn.reward_terms["format"] or turn.reward_terms["valid"] or turn.correct_actions != turn.n_requested:
+                continue
+            examples.append(Example(list(turn.prompt_ids), [*turn.completion_ids, eos]))
+    if not examples:
+        raise InputError("no SFT demonstrations: every demonstration turn was an error")
+    return examples
+
+
+def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
+    if not cfg.bf16:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, progress: bool = True) -> Path:
+    """Run SFT and return the final model directory (``out_dir/final``)."""
+    run_dir = Path(out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_yaml = to_yaml(cfg)
+    write_run_config(run_dir, config_yaml, resume=resume)
+    torch.set_num_threads(cfg.threads)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    model, tokenizer = (load_model(ckpt, *resolve_device_dtype(cfg.device, "float32")) if ckpt
+                        else load_policy(cfg, run_dir))
+    backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
+    tasks = select_tasks(cfg, "train")
+    rng = random.Random(cfg.seed)
+    tasks = rng.sample(tasks, min(cfg.sft.tasks, len(tasks)))
+    examples = demonstrations(cfg, tasks, backend, progress=progress)
+    steps_per_epoch = math.ceil(len(examples) / cfg.sft.batch_size)
+    total_steps = max(1, int(cfg.sft.epochs * steps_per_epoch))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.sft.lr, weight_decay=cfg.sft.weight_decay)
+    warmup = max(1, min(cfg.sft.warmup_steps, total_steps // 4))
+
+    def schedule(step: int) -> float:  # linear warm-up, cosine decay to 10%
+        if step < warmup:
+            return (step + 1) / warmup
+        progress_frac = (step - warmup) / max(1, total_steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress_frac))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    start = 0
+    if ckpt is not None:
+        state, meta = load_checkpoint_state(ckpt)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        set_rng_state(state["rng"])
+        start = meta.step
+    order_rng = random.Random(cfg.seed + 1)
+    order: list[int] = []
+    for _ in range(math.ceil(cfg.sft.epochs) + 1):
+        perm = list(range(len(examples)))
+        order_rng.shuffle(perm)
+        order += perm
+    model.train()
+    bar = tqdm(range(start, total_steps), desc="sft", disable=not progress, initial=start, total=total_steps)
+    tokens = 0
+    t0 = time.perf_counter()
+    for step in bar:
+        batch = [examples[i] for i in order[step * cfg.sft.batch_size : (step + 1) * cfg.sft.batch_size]]
+        with _autocast(cfg, backend.device):
+            logp = sequence_logprobs(model, [e.prompt_ids for e in batch], [e.completion_ids for e in batch],
+                                     1.0, pad_id=backend.pad_id)  # (B, C)
+        lengths = torch.tensor([len(e.completion_ids) for e in batch])
+        mask = torch.arange(logp.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)  # (B, C)
+        loss = sft_loss(logp.float(), mask.to(logp.device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.sft.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        tokens += sum(len(e.prompt_ids) + len(e.completion_ids) for e in batch)
+        elapsed = time.perf_counter() - t0
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        append_jsonl(run_dir / "metrics.jsonl", {
+            "step": step + 1, "train/sft_loss": loss.item(), "train/lr": scheduler.get_last_lr()[0],
+            "train/grad_norm": float(grad_norm), "perf/tokens_per_s": tokens / max(elapsed, 1e-9),
+            "train/examples": len(examples),
+        })
+        if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < total_steps:
+            save_checkpoint(run_dir, step + 1, model, tokenizer, optimizer, scheduler, config_yaml)
+    bar.close()
+    model.eval()
+    final = run_dir / "final"
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        save_checkpoint(run_dir, total_steps, model, tokenizer, optimizer, scheduler, config_yaml)
+        model.save_pretrained(final)
+        tokenizer.save_pretrained(final)
+    return final

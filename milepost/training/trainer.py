@@ -1,0 +1,244 @@
+"""``milepost train``: REINFORCE with the paper's advantages and importance weights, in one readable loop.
+
+Each iteration: sample tasks (from the current curriculum phase) -> play episodes with the current policy
+-> per-turn returns and advantages -> M minibatch updates on the exact rollout token ids -> log ->
+checkpoint -> periodic evaluation. Every random choice of an iteration derives from (seed, iteration), so a
+run resumed from a checkpoint replays exactly what the uninterrupted run would have done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from milepost.agent.loop import BackendPolicy, Job, run_episodes
+from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
+from milepost.backends.logprobs import sequence_logprobs
+from milepost.config import to_yaml
+from milepost.evaluation.runner import EvalSpec, evaluate
+from milepost.io import append_jsonl, atomic_write_text, read_jsonl
+from milepost.training.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint, write_run_config
+from milepost.training.config import Phase, TrainConfig
+from milepost.training.losses import ISConfig, importance_weights, reinforce_loss
+from milepost.training.returns import advantages
+from milepost.training.sft import agent_settings, env_factory, load_policy, select_tasks
+from milepost.types import Episode
+
+
+@dataclass
+class TurnSample:
+    """One turn as the loss sees it: exact token ids, behaviour log-probs and the advantage."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    advantage: float
+
+
+def phase_at(cfg: TrainConfig, iteration: int) -> Phase:
+    """The curriculum phase of an iteration (one implicit phase on ``cfg.levels`` without a curriculum)."""
+    if not cfg.rl.curriculum:
+        return Phase(levels=cfg.levels or "", iterations=cfg.rl.iterations)
+    end = 0
+    for phase in cfg.rl.curriculum:
+        end += phase.iterations
+        if iteration < end:
+            return phase
+    return cfg.rl.curriculum[-1]
+
+
+def episode_rewards(ep: Episode, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(trajectory rewards r_t, step rewards r_step_t, segment cuts) of one episode, shape (T,) each.
+
+    r_t is the outcome term, plus the weighted milestone term under subgoal decomposition (whose cuts end
+    a segment at each turn that completed a subgoal); r_step_t = r_format_t + r_valid_t.
+    """
+    decomp = cfg.rl.subgoal_decomposition
+    traj = torch.tensor([
+        t.reward_terms["outcome"] + (cfg.rl.milestone_weight * t.reward_terms["milestone"] if decomp else 0.0)
+        for t in ep.turns
+    ])
+    step = torch.tensor([t.reward_terms["format"] + t.reward_terms["valid"] for t in ep.turns])
+    cuts = torch.tensor([decomp and bool(t.new_subgoals) for t in ep.turns])
+    return traj, step, cuts
+
+
+def turn_samples(episodes: list[Episode], cfg: TrainConfig) -> list[TurnSample]:
+    """Advantages for every turn of the batch, and the turns that can enter the loss."""
+    usable = [ep for ep in episodes if ep.turns]
+    rewards = [episode_rewards(ep, cfg) for ep in usable]
+    task_ids = sorted({ep.task_id for ep in usable})
+    groups = [task_ids.index(ep.task_id) for ep in usable]
+    adv = advantages(
+        [r[0] for r in rewards], [r[1] for r in rewards], gamma=cfg.rl.gamma, alpha=cfg.rl.alpha,
+        cuts=[r[2] for r in rewards], normalisation=cfg.rl.normalisation, groups=groups,
+    )
+    out = []
+    for ep, a in zip(usable, adv):
+        for turn, value in zip(ep.turns, a.tolist()):
+            # Scripted or failed turns have no behaviour log-probs; they never enter the RL loss.
+            if turn.logprobs and turn.completion_ids and len(turn.logprobs) == len(turn.completion_ids):
+                out.append(TurnSample(turn.prompt_ids, turn.completion_ids, turn.logprobs, value))
+    return out
+
+
+def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
+    out = torch.zeros(len(rows), width)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
+
+
+def update(model: Any, optimizer: torch.optim.Optimizer, samples: list[TurnSample], cfg: TrainConfig, pad_id: int,
+           rng: random.Random) -> dict[str, float]:
+    """M minibatch steps over the iteration's turns; returns the loss and importance-weight statistics."""
+    order = list(range(len(samples)))
+    rng.shuffle(order)
+    m = min(cfg.rl.minibatches, len(order))
+    chunks = [order[i::m] for i in range(m)]
+    is_cfg = ISConfig(cfg.rl.is_cap, cfg.rl.is_low, cfg.rl.is_high, cfg.rl.is_truncate, cfg.rl.is_mask)
+    a = cfg.agent
+    stats = {"loss": 0.0, "kept": 0.0, "weight": 0.0, "grad_norm": 0.0, "turns": 0.0, "tokens": 0.0}
+    device = next(model.parameters()).device
+    model.train()
+    autocast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if cfg.bf16
+                else contextlib.nullcontext())
+    for chunk in chunks:
+        batch = [samples[i] for i in chunk]
+        with autocast:
+            logp = sequence_logprobs(model, [s.prompt_ids for s in batch], [s.completion_ids for s in batch],
+                                     a.temperature, a.top_p, a.top_k, pad_id=pad_id)  # (B, C)
+        logp = logp.float()
+        width = logp.shape[1]
+        lengths = torch.tensor([len(s.completion_ids) for s in batch])
+        mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(device)  # (B, C)
+        old = _pad([s.logprobs for s in batch], width).to(device)
+        adv = torch.tensor([s.advantage for s in batch], device=device)
+        weights, kept = importance_weights(logp, old, mask, is_cfg)
+        loss = reinforce_loss(logp, mask, adv, weights)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.grad_clip)
+        optimizer.step()
+        stats["loss"] += loss.item() / m
+        stats["kept"] += kept.float().sum().item()
+        stats["weight"] += weights.sum().item()
+        stats["grad_norm"] += float(grad) / m
+        stats["turns"] += len(batch)
+        stats["tokens"] += int(lengths.sum())
+    model.eval()
+    n = max(stats["turns"], 1.0)
+    return {"loss": stats["loss"], "masked_frac": 1.0 - stats["kept"] / n, "mean_weight": stats["weight"] / n,
+            "grad_norm": stats["grad_norm"], "turns": stats["turns"], "tokens": stats["tokens"]}
+
+
+def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
+    n = max(len(episodes), 1)
+    turns = [t for ep in episodes for t in ep.turns]
+    nt = max(len(turns), 1)
+    return {
+        "rollout/success": sum(ep.success for ep in episodes) / n,
+        "rollout/turns": len(turns) / n,
+        "rollout/format_errors": sum(t.reward_terms["format"] < 0 for t in turns) / nt,
+        "rollout/invalid_actions": sum(t.reward_terms["valid"] < 0 for t in turns) / nt,
+        "rollout/correct_actions": sum(t.correct_actions for t in turns) / nt,
+        "rollout/subgoals": sum(len(t.new_subgoals) for t in turns) / n,
+        "rollout/completion_tokens": sum(len(t.completion_ids) for t in turns) / nt,
+    }
+
+
+def evaluate_policy(cfg: TrainConfig, backend: HFBackend, out: Path, label: str, progress: bool) -> dict[str, Any]:
+    """Evaluate the in-memory policy on the dataset's test split (``cfg.eval``)."""
+    settings = agent_settings(cfg)
+    spec = EvalSpec(env=cfg.env.name, data=cfg.data, policy=label, n=cfg.eval.n, ks=cfg.eval.ks,
+                    levels=cfg.eval.levels, limit=cfg.eval.limit, env_kwargs=cfg.env.env_kwargs(),
+                    settings=settings, seed=cfg.seed)
+    return evaluate(spec, out, progress=progress, policy=BackendPolicy(backend, settings))
+
+
+def _truncate_metrics(path: Path, last_iteration: int) -> None:
+    """Drop metric rows written after the checkpoint a run resumes from (they will be written again)."""
+    if not path.exists():
+        return
+    rows = [r for r in read_jsonl(path) if r.get("iteration", 0) <= last_iteration]
+    atomic_write_text(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+
+
+def train_rl(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, progress: bool = True,
+             stop_after: int | None = None) -> Path:
+    """Run REINFORCE from ``cfg.model`` (or resume ``out_dir``) and return the final model directory.
+
+    ``stop_after`` ends the run after that many iterations as if it had been killed (for resume tests).
+    """
+    run_dir = Path(out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_yaml = to_yaml(cfg)
+    write_run_config(run_dir, config_yaml, resume=resume)
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    if ckpt is not None:
+        model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
+    else:
+        model, tokenizer = load_policy(cfg, run_dir)
+    backend = HFBackend(model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+    start = 0
+    if ckpt is not None:
+        state, meta = load_checkpoint_state(ckpt)
+        optimizer.load_state_dict(state["optimizer"])
+        start = meta.step
+        _truncate_metrics(run_dir / "metrics.jsonl", start)
+    pools: dict[str, list[Any]] = {}
+    settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
+    policy = BackendPolicy(backend, settings)
+    make = None
+    bar = tqdm(range(start, cfg.rl.iterations), desc=f"train [{cfg.name}]", disable=not progress, initial=start,
+               total=cfg.rl.iterations)
+    for it in bar:
+        phase = phase_at(cfg, it)
+        if phase.levels not in pools:
+            pools[phase.levels] = select_tasks(cfg, "train", phase.levels or None)
+        pool = pools[phase.levels]
+        if make is None:
+            make = env_factory(cfg, pool[0].size)
+        rng = random.Random(f"{cfg.seed}:{it}")
+        tasks = rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool)))
+        jobs = [Job(t, s) for t in tasks for s in range(cfg.rl.samples_per_task)]
+        t0 = time.perf_counter()
+        episodes = run_episodes(make, jobs, policy, settings, seed=cfg.seed * 1_000_003 + it, progress=False)
+        t1 = time.perf_counter()
+        samples = turn_samples(episodes, cfg)
+        upd = update(model, optimizer, samples, cfg, backend.pad_id, rng) if samples else {}
+        t2 = time.perf_counter()
+        row: dict[str, Any] = {"iteration": it + 1, "phase": phase.levels, **rollout_stats(episodes)}
+        row |= {f"train/{k}": v for k, v in upd.items()}
+        row |= {"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1,
+                "perf/rollout_share": (t1 - t0) / max(t2 - t0, 1e-9)}
+        append_jsonl(run_dir / "metrics.jsonl", row)
+        bar.set_postfix(success=f"{row['rollout/success']:.2f}", masked=f"{upd.get('masked_frac', 0):.2f}")
+        done = it + 1
+        if done % cfg.checkpoint_every == 0 or done == cfg.rl.iterations or done == stop_after:
+            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+                save_checkpoint(run_dir, done, model, tokenizer, optimizer, None, config_yaml)
+        if cfg.eval.every and done % cfg.eval.every == 0 and done < cfg.rl.iterations:
+            result = evaluate_policy(cfg, backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
+            append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"]})
+        if stop_after is not None and done >= stop_after:
+            bar.close()
+            return run_dir
+    bar.close()
+    final = run_dir / "final"
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        model.save_pretrained(final)
+        tokenizer.save_pretrained(final)
+    return final
