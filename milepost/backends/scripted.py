@@ -85,11 +85,7 @@ class ScriptedPolicy:
             action = moves.random_legal(rules, rng)
             return format_answer("a random legal move.", action) if action else moves.malformed(rng)
         if self.kind == "oracle" or rng.random() < self.p:
-            found = moves.oracle(rules)
-            if found is None:
-                return moves.malformed(rng)
-            action, reason = found
-            return format_answer(reason, action)
+            return self._oracle_answer(env, moves, rng)
         mode = self.mode if self.mode != "mixed" else rng.choice(("format", "illegal", "wrong"))
         if mode == "format":
             return moves.malformed(rng)
@@ -98,6 +94,23 @@ class ScriptedPolicy:
             if action is not None:
                 return format_answer("this move looks fine.", action)
         return format_answer("this move looks fine.", moves.illegal(rules, rng))
+
+    @staticmethod
+    def _oracle_answer(env: Any, moves: ModuleType, rng: random.Random) -> str:
+        """The oracle's answer: one move, or in macro modes as many as the mode allows (fixed n: exactly n)."""
+        mode = env.action_mode
+        rules = env.rules
+        if mode.kind in ("atomic", "slide"):
+            found = moves.oracle(rules)
+            return format_answer(found[1], found[0]) if found is not None else moves.malformed(rng)
+        steps = moves.oracle_sequence(rules, mode.max_actions)
+        if not steps:
+            return moves.malformed(rng)
+        actions = [a for a, _ in steps]
+        if mode.kind == "fixed":
+            # The episode ends at the solving action; the count must still be exactly n.
+            actions += [actions[-1]] * (mode.max_actions - len(actions))
+        return format_answer(steps[0][1], "; ".join(actions))
 
     def act(self, episodes: Sequence[ScriptedEpisode]) -> list[Completion]:
         out = []

@@ -106,6 +106,10 @@ class SFTConfig:
     noise: float = 0.0
     """share of demonstration turns replaced by an error (format / illegal), so the model sees recoveries;
     only the oracle's own turns become training targets"""
+    macro_share: float = 0.0
+    """share of demonstration tasks played in flexible macro mode (up to ``macro_k`` actions per turn), so one
+    checkpoint serves both the atomic and the macro arms"""
+    macro_k: int = 4
     epochs: float = 2.0
     batch_size: int = 32
     lr: float = 1e-3
@@ -117,6 +121,8 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if self.tasks < 1 or self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
             raise ValueError("sft: tasks, epochs, batch_size and lr must be positive")
+        if not 0 <= self.macro_share <= 1 or self.macro_k < 1:
+            raise ValueError("sft.macro_share must be in [0, 1] and sft.macro_k >= 1")
         if not 0 <= self.noise < 1:
             raise ValueError(f"sft.noise: must be in [0, 1), got {self.noise}")
 

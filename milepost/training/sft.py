@@ -10,6 +10,7 @@ oracle-only data never shows it. The loss covers the response tokens only (promp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import random
@@ -105,8 +106,17 @@ def demonstrations(cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, 
                                 prompt_encoder=encode)
     else:
         policy = ScriptedPolicy("oracle", tokenizer=backend.tokenizer, prompt_encoder=encode)
-    episodes = run_episodes(env_factory(cfg, tasks[0].size), [Job(t) for t in tasks], policy,
-                            agent_settings(cfg), seed=cfg.seed, progress=progress)
+    n_macro = round(cfg.sft.macro_share * len(tasks))
+    episodes = []
+    for part, macro in ((tasks[n_macro:], False), (tasks[:n_macro], True)):
+        if not part:
+            continue
+        env_cfg = cfg.env
+        if macro:
+            env_cfg = dataclasses.replace(cfg.env, action_mode="flexible", macro_k=cfg.sft.macro_k, macro_n=None)
+        make = env_factory(dataclasses.replace(cfg, env=env_cfg), part[0].size)
+        episodes += run_episodes(make, [Job(t) for t in part], policy, agent_settings(cfg), seed=cfg.seed,
+                                 progress=progress)
     examples = []
     for ep in episodes:
         for turn in ep.turns:

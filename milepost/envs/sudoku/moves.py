@@ -30,6 +30,20 @@ def oracle(rules: SudokuRules) -> tuple[str, str] | None:
     return fill.text(), reason
 
 
+def oracle_sequence(rules: SudokuRules, count: int | None) -> list[tuple[str, str]]:
+    """Up to ``count`` oracle moves in a row (None: until solved), each planned on a copy of the state."""
+    state = rules.state.clone()
+    out: list[tuple[str, str]] = []
+    while count is None or len(out) < count:
+        fill = oracle_fill(state)
+        if fill is None:
+            break
+        single = state.candidates(fill.row * state.n + fill.col).bit_count() == 1
+        out.append((fill.text(), "only these digits fit." if single else "fewest options first."))
+        state._write(fill.row * state.n + fill.col, fill.digit)
+    return out
+
+
 def illegal(rules: SudokuRules, rng: random.Random) -> str:
     """A well-formed fill that breaks a rule: a digit already in the cell's row, column or box, else a given."""
     state = rules.state
