@@ -1,0 +1,114 @@
+"""Seeded tiny SFT and RL runs: pinned first losses, exact resume, one-line config errors."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from milepost.config import EnvConfig, load_config
+from milepost.datasets import write_dataset
+from milepost.envs.sudoku import make_task
+from milepost.envs.sudoku.generator import generate_easy
+from milepost.errors import InputError
+from milepost.io import read_jsonl
+from milepost.training.config import AgentConfig, EvalConfig, RLConfig, SFTConfig, TrainConfig
+from milepost.training.sft import train_sft
+from milepost.training.trainer import train_rl
+
+# First three SFT losses of the seeded run below (tiny 0.5M Qwen3, seed 0). A change to the tokenizer, the
+# tiny presets, the prompt, the demonstrations or the loss moves them; update them only for such a change.
+PINNED_SFT_LOSSES: list[float] = [6.5032, 6.0827, 5.6965]
+
+
+@pytest.fixture(scope="module")
+def data4(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    splits: dict[str, list] = {"train": [], "test": []}
+    rng = random.Random(0)
+    for split, count in (("train", 40), ("test", 6)):
+        for i in range(count):
+            empties = rng.randint(3, 6)
+            level = "S1" if empties <= 4 else "S2"
+            splits[split].append(make_task(*generate_easy(4, empties, 5, len(splits[split]) + 100 * (split == "test")),
+                                           level=level, split=split, index=i))
+    return write_dataset(tmp_path_factory.mktemp("data") / "sudoku4", splits, {"seed": 5})
+
+
+def _cfg(model: Path | str, data: Path, **rl: object) -> TrainConfig:
+    return TrainConfig(
+        name="t", model=str(model), data=str(data), env=EnvConfig(size=4, max_steps=8, render="cells"),
+        agent=AgentConfig(memory_k=1, max_new_tokens=28),
+        sft=SFTConfig(tasks=24, epochs=1.0, batch_size=8, lr=3e-3, warmup_steps=2),
+        rl=RLConfig(**({"iterations": 4, "tasks_per_iter": 3, "samples_per_task": 2, "minibatches": 2, "lr": 1e-3,
+                        "is_low": 0.5, "is_high": 2.0} | rl)),  # type: ignore[arg-type]
+        eval=EvalConfig(n=1, ks=[1], limit=3), threads=1, checkpoint_every=2,
+    )
+
+
+@pytest.fixture(scope="module")
+def sft_model(tiny_model_dir: Path, data4: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sft")
+    return train_sft(_cfg(tiny_model_dir, data4), out, progress=False)
+
+
+def test_sft_pins_its_first_losses_and_learns(sft_model: Path) -> None:
+    rows = list(read_jsonl(sft_model.parent / "metrics.jsonl"))
+    losses = [r["train/sft_loss"] for r in rows]
+    if PINNED_SFT_LOSSES:
+        assert losses[:3] == pytest.approx(PINNED_SFT_LOSSES, abs=2e-3)
+    else:  # pragma: no cover - printed once to fill the constant
+        print("PINNED", losses[:3])
+    assert losses[-1] < losses[0] * 0.7
+    assert (sft_model / "config.json").is_file() and (sft_model / "model.safetensors").is_file()
+
+
+def test_rl_resume_matches_the_uninterrupted_run(sft_model: Path, data4: Path, tmp_path: Path) -> None:
+    cfg = _cfg(sft_model, data4)
+    full = train_rl(cfg, tmp_path / "full", progress=False)
+    train_rl(cfg, tmp_path / "cut", progress=False, stop_after=2)
+    with pytest.raises(InputError, match="pass --resume"):
+        train_rl(cfg, tmp_path / "cut", progress=False)
+    resumed = train_rl(cfg, tmp_path / "cut", resume=True, progress=False)
+    from safetensors.torch import load_file
+
+    a, b = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    start = load_file(sft_model / "model.safetensors")
+    assert not all(torch.equal(a[k], start[k]) for k in a), "RL made no update at all"
+    rows_full = [json.dumps({k: v for k, v in r.items() if not k.startswith("perf/")}, sort_keys=True)
+                 for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")]
+    rows_cut = [json.dumps({k: v for k, v in r.items() if not k.startswith("perf/")}, sort_keys=True)
+                for r in read_jsonl(tmp_path / "cut" / "metrics.jsonl")]
+    assert rows_full == rows_cut and len(rows_full) == 4
+    # The policy produced real turns and the importance weights are ~1 on the first minibatch.
+    assert any(json.loads(r)["train/turns"] > 0 for r in rows_full)
+    other = _cfg(sft_model, data4, lr=5e-4)
+    with pytest.raises(InputError, match="different config"):
+        train_rl(other, tmp_path / "cut", resume=True, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["rl.lr=-1"], "rl.lr"),
+        (["rl.colour=1"], "unknown field"),
+        (["env.action_mode=atomic", "env.macro_k=3"], "env.macro_k"),
+        (["rl.curriculum=[{levels: S1, iterations: 5}]"], "add up to rl.iterations"),
+        (["agent.temperature=0"], "agent.temperature"),
+        (["sft.noise=1.5"], "sft.noise"),
+    ],
+)
+def test_bad_training_configs(overrides: list[str], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        load_config(TrainConfig, None, overrides)
+
+
+def test_shipped_configs_load() -> None:
+    root = Path(__file__).resolve().parents[2] / "configs"
+    files = sorted(root.glob("**/*.yaml"))
+    assert files
+    for f in files:
+        load_config(TrainConfig, f)
