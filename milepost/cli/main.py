@@ -17,9 +17,9 @@ from milepost.errors import MilepostError
 
 def _subcommands() -> list[ModuleType]:
     # Imported lazily so `milepost --help` stays fast and a subcommand's heavy imports load only when used.
-    from milepost.cli import data, demo, eval, play, show
+    from milepost.cli import compare, data, demo, eval, play, serve, show, tiny, train
 
-    return [data, play, eval, show, demo]
+    return [data, play, eval, show, compare, train, demo, tiny, serve]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,185 @@
+"""Behaviour log-probabilities as pure tensor functions, shared by generation and the trainer.
+
+The sampler and the trainer must see the same distribution, so the importance ratio rho = pi_theta / mu is
+exactly 1 when the weights did not change (DESIGN: Contracts, Log-probabilities). Both therefore go through
+:func:`process_logits`:
+
+    log mu(. | x) = log_softmax(truncate(logits / T))        T > 0
+    log mu(. | x) = log_softmax(logits)                      T = 0 (greedy; the untempered full distribution)
+
+``truncate`` keeps the top-k logits (ties at the k-th value are kept), then the top-p nucleus of what is left
+(the smallest prefix of the sorted tokens whose probability reaches p; the most likely token is always kept),
+and sets the rest to -inf, so the softmax renormalises over the kept set. This is the order Hugging Face's
+``generate`` uses (temperature, top-k, top-p).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+Scalar = float | int
+PerRow = Scalar | Sequence[Scalar] | torch.Tensor
+
+
+def _per_row(value: PerRow, lead: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``value`` as a tensor of shape ``lead`` (a scalar is broadcast; a vector runs along dim 0)."""
+    t = torch.as_tensor(value, dtype=dtype, device=device)
+    if t.dim() == 1 and len(lead) > 1:
+        t = t.view(-1, *([1] * (len(lead) - 1)))
+    return t.expand(lead)
+
+
+def process_logits(
+    logits: torch.Tensor,
+    temperature: PerRow = 1.0,
+    top_p: PerRow = 1.0,
+    top_k: PerRow = 0,
+) -> torch.Tensor:
+    """Log-probs of the distribution actually sampled, from raw next-token logits.
+
+    Args:
+        logits: ``(..., V)`` raw logits; computed in float32 whatever their dtype.
+        temperature: scalar or one value per row (dim 0); 0 means greedy (untempered, untruncated).
+        top_p: nucleus mass in (0, 1]; 1 disables it.
+        top_k: tokens to keep; 0 (or >= V) disables it.
+
+    Returns:
+        ``(..., V)`` float32 log-probs, -inf outside the kept set. Differentiable with respect to ``logits``
+        (the kept set itself is a selection and carries no gradient).
+    """
+    logits = logits.float()
+    lead, vocab, device = logits.shape[:-1], logits.shape[-1], logits.device
+    temp = _per_row(temperature, lead, torch.float32, device)
+    greedy = temp <= 0
+    scaled = logits / torch.where(greedy, torch.ones_like(temp), temp).unsqueeze(-1)
+    k = _per_row(top_k, lead, torch.long, device)
+    k = torch.where(greedy | (k <= 0) | (k >= vocab), torch.full_like(k, vocab), k)
+    p = torch.where(greedy, torch.ones_like(temp), _per_row(top_p, lead, torch.float32, device))
+    if bool((k < vocab).any()) or bool((p < 1.0).any()):
+        with torch.no_grad():
+            keep = _kept_set(scaled.detach(), k, p)
+        scaled = scaled.masked_fill(~keep, float("-inf"))
+    return torch.log_softmax(scaled, dim=-1)
+
+
+def _kept_set(scaled: torch.Tensor, k: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Boolean ``(..., V)`` mask of the tokens that survive top-k then top-p."""
+    # Stable sort so that equal logits are ordered the same way in the sampler and in the trainer.
+    sorted_vals, order = torch.sort(scaled, dim=-1, descending=True, stable=True)
+    kth = sorted_vals.gather(-1, (k - 1).unsqueeze(-1))  # (..., 1)
+    keep_sorted = sorted_vals >= kth  # top-k by value: ties at the k-th value survive
+    masked = sorted_vals.masked_fill(~keep_sorted, float("-inf"))
+    probs = torch.softmax(masked, dim=-1)
+    mass_before = torch.cumsum(probs, dim=-1) - probs
+    # Rows with p == 1 skip the nucleus test: a float32 cumsum can reach 1.0 before the tail and drop tokens.
+    nucleus = (mass_before < p.unsqueeze(-1)) | (p.unsqueeze(-1) >= 1.0)
+    keep_sorted &= nucleus
+    keep = torch.zeros_like(keep_sorted)
+    return keep.scatter(-1, order, keep_sorted)
+
+
+_FORWARD_PARAMS: dict[type, frozenset[str]] = {}
+
+
+def _forward_params(cls: Any) -> frozenset[str]:
+    """Argument names of a model class's ``forward`` (cached: ``inspect.signature`` is slow per step)."""
+    if cls not in _FORWARD_PARAMS:
+        _FORWARD_PARAMS[cls] = frozenset(inspect.signature(cls.forward).parameters)
+    return _FORWARD_PARAMS[cls]
+
+
+def _base_model(model: Any) -> Any:
+    """The underlying transformers model of a PEFT wrapper (its forward takes ``**kwargs`` only)."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
+
+
+def model_forward(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    cache: Any = None,
+    logits_to_keep: int = 0,
+) -> torch.Tensor:
+    """One forward pass of a causal LM; returns logits ``(B, T', V)`` (the last ``logits_to_keep`` positions
+    when that is > 0, all positions otherwise).
+
+    Works across transformers versions: the KV cache argument is ``cache`` in 5.x and ``past_key_values``
+    before; ``logits_to_keep`` (which skips the LM head on positions nobody reads) is used when supported.
+    """
+    params = _forward_params(type(_base_model(model)))
+    kwargs: dict[str, Any] = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "use_cache": cache is not None,
+    }
+    if cache is not None:
+        kwargs["cache" if "cache" in params else "past_key_values"] = cache
+    if logits_to_keep > 0 and "logits_to_keep" in params:
+        kwargs["logits_to_keep"] = logits_to_keep
+    logits: torch.Tensor = model(**kwargs).logits
+    return logits[:, -logits_to_keep:] if logits_to_keep > 0 else logits
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that start at 0 on each row's first real token (left padding gets position 0)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def sequence_logprobs(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    temperature: PerRow = 1.0,
+    top_p: PerRow = 1.0,
+    top_k: PerRow = 0,
+    pad_id: int = 0,
+) -> torch.Tensor:
+    """Recompute per-token log-probs of given completions under ``model``, with the sampler's processing.
+
+    The rows are laid out as in generation (prompt left-padded to a common end, completion after it), so the
+    positions match the sampler's. Gradients flow when called outside ``torch.no_grad``.
+
+    Args:
+        model: a causal LM (transformers or a PEFT wrapper of one).
+        prompt_ids: one token-id list per row.
+        completion_ids: the generated ids per row (the behaviour tokens, EOS included if it was generated).
+        temperature, top_p, top_k: the sampling parameters the completions were drawn with, scalar or per row.
+        pad_id: id placed in padding positions (never attended to).
+
+    Returns:
+        ``(B, C)`` float32, ``C`` the longest completion; position j of row b is log mu(y_bj | x_b, y_b<j),
+        0 beyond the row's completion length.
+    """
+    if len(prompt_ids) != len(completion_ids):
+        raise ValueError("prompt_ids and completion_ids must have the same number of rows")
+    if any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("every prompt needs at least one token")
+    device = next(model.parameters()).device
+    batch = len(prompt_ids)
+    width_p = max(len(p) for p in prompt_ids)
+    width_c = max((len(c) for c in completion_ids), default=0)
+    if width_c == 0:
+        return torch.zeros(batch, 0, device=device)
+    ids = torch.full((batch, width_p + width_c), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    comp = torch.full((batch, width_c), pad_id, dtype=torch.long)
+    comp_mask = torch.zeros(batch, width_c, dtype=torch.bool)
+    for b, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+        ids[b, width_p - len(p) : width_p] = torch.tensor(p)
+        ids[b, width_p : width_p + len(c)] = torch.tensor(c, dtype=torch.long)
+        mask[b, width_p - len(p) : width_p + len(c)] = 1
+        comp[b, : len(c)] = torch.tensor(c, dtype=torch.long)
+        comp_mask[b, : len(c)] = True
+    ids, mask, comp, comp_mask = ids.to(device), mask.to(device), comp.to(device), comp_mask.to(device)
+    # Column width_p - 1 (the last prompt token) predicts the first completion token, and so on.
+    logits = model_forward(model, ids, mask, positions_from_mask(mask), logits_to_keep=width_c + 1)[:, :-1]
+    logp = process_logits(logits, temperature, top_p, top_k)  # (B, C, V)
+    token_logp = logp.gather(-1, comp.unsqueeze(-1)).squeeze(-1)  # (B, C)
+    return token_logp.masked_fill(~comp_mask, 0.0)

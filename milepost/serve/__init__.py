@@ -1,0 +1,1 @@
+"""OpenAI-compatible HTTP serving of a local model (``milepost serve``)."""

@@ -1,0 +1,138 @@
+"""Policy specs, sampling parameters and requests: the backend seam's input checks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from milepost.backends import BACKENDS, make_backend
+from milepost.backends.base import (
+    Backend,
+    FinishReason,
+    GenerationRequest,
+    PolicySpec,
+    SamplingParams,
+    error_completion,
+    parse_policy_spec,
+)
+from milepost.errors import InputError
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "arg"),
+    [
+        ("hf:runs/tiny", "hf", "runs/tiny"),
+        ("hf:Qwen/Qwen3-1.7B", "hf", "Qwen/Qwen3-1.7B"),
+        ("openai:qwen3@http://127.0.0.1:8000/v1", "openai", "qwen3@http://127.0.0.1:8000/v1"),
+        ("openai:gpt-4o-mini", "openai", "gpt-4o-mini@"),
+        ("oracle", "oracle", None),
+        ("random", "random", None),
+        ("noisy-oracle:0.2", "noisy-oracle", "0.2:mixed"),
+        ("noisy-oracle:1:illegal", "noisy-oracle", "1:illegal"),
+    ],
+)
+def test_valid_specs_parse(spec: str, kind: str, arg: str | None) -> None:
+    parsed = parse_policy_spec(spec)
+    assert parsed == PolicySpec(kind, arg)
+    kind2, arg2 = parsed  # a plain (kind, arg) pair
+    assert (kind2, arg2) == (kind, arg)
+
+
+def test_spec_accessors() -> None:
+    spec = parse_policy_spec("openai:qwen3@http://h:1/v1")
+    assert (spec.model, spec.base_url) == ("qwen3", "http://h:1/v1")
+    assert parse_policy_spec("openai:m").base_url is None
+    assert parse_policy_spec("noisy-oracle:0.25:wrong").noise == (0.25, "wrong")
+    assert parse_policy_spec("hf:/a/b").model == "/a/b"
+    assert str(parse_policy_spec("noisy-oracle:0.5")) == "noisy-oracle:0.5:mixed"
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "",
+        "hf",
+        "hf:",
+        "gpt:foo",
+        "oracle:1",
+        "random:x",
+        "noisy-oracle",
+        "noisy-oracle:1.5",
+        "noisy-oracle:-0.1",
+        "noisy-oracle:abc",
+        "noisy-oracle:0.1:bogus",
+        "openai:@http://x",
+        "openai:m@ftp://x",
+    ],
+)
+def test_bad_specs_are_one_line_input_errors(spec: str) -> None:
+    with pytest.raises(InputError) as info:
+        parse_policy_spec(spec)
+    assert "\n" not in str(info.value)
+
+
+@given(st.text(max_size=40))
+def test_parse_never_crashes(spec: str) -> None:
+    try:
+        parsed = parse_policy_spec(spec)
+    except InputError:
+        return
+    assert parsed.kind in ("hf", "openai", "oracle", "noisy-oracle", "random")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"temperature": -0.1},
+        {"temperature": float("nan")},
+        {"top_p": 0.0},
+        {"top_p": 1.5},
+        {"top_k": -1},
+        {"max_new_tokens": 0},
+        {"stop": [""]},
+    ],
+)
+def test_sampling_params_reject_bad_values(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InputError):
+        SamplingParams(**kwargs)  # type: ignore[arg-type]
+
+
+def test_sampling_defaults_and_single_stop_string() -> None:
+    params = SamplingParams()
+    assert (params.temperature, params.top_p, params.top_k, params.logprobs) == (0.8, 1.0, 0, True)
+    assert SamplingParams(stop="END").stop == ["END"]  # type: ignore[arg-type]
+
+
+def test_request_needs_exactly_one_prompt_form() -> None:
+    with pytest.raises(InputError):
+        GenerationRequest()
+    with pytest.raises(InputError):
+        GenerationRequest(prompt="a", prompt_ids=[1])
+    with pytest.raises(InputError):
+        GenerationRequest(messages=[{"role": "user"}])
+    assert GenerationRequest(messages=[{"role": "user", "content": "hi"}]).prompt is None
+
+
+def test_registry_and_unknown_kind() -> None:
+    assert {"hf", "openai"} <= set(BACKENDS.names())
+    with pytest.raises(InputError, match="unknown backend"):
+        make_backend(PolicySpec("nonexistent", None))
+
+
+def test_error_completion_is_one_line_and_empty() -> None:
+    done = error_completion("boom\n  second line", [1, 2], FinishReason.CONTEXT_OVERFLOW)
+    assert done.finish_reason == "context_overflow" and done.error == "boom second line"
+    assert done.completion_ids == [] and done.prompt_ids == [1, 2] and done.text == ""
+    assert {r.value for r in FinishReason} == {"stop", "length", "error", "context_overflow"}
+
+
+def test_backends_satisfy_the_protocol() -> None:
+    from milepost.backends.hf import HFBackend
+    from milepost.backends.openai_compat import OpenAIBackend
+
+    for cls in (HFBackend, OpenAIBackend):
+        assert callable(cls.generate)
+    backend = OpenAIBackend("m", "http://127.0.0.1:9/v1")
+    assert isinstance(backend, Backend)
+    backend.close()

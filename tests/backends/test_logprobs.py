@@ -1,0 +1,76 @@
+"""The processed distribution (temperature, top-k, top-p) that sampler and trainer share."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from milepost.backends.logprobs import process_logits
+
+
+def test_temperature_scales_then_normalises() -> None:
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    got = process_logits(logits, 0.5)
+    assert torch.allclose(got, torch.log_softmax(logits / 0.5, -1))
+    assert torch.allclose(got.exp().sum(-1), torch.ones(1))
+
+
+def test_greedy_uses_the_untempered_full_distribution() -> None:
+    logits = torch.tensor([[3.0, 1.0, 0.5, 0.1]])
+    got = process_logits(logits, 0.0, top_p=0.1, top_k=1)  # truncation is ignored at temperature 0
+    assert torch.allclose(got, torch.log_softmax(logits, -1))
+
+
+def test_top_k_keeps_k_tokens_renormalised() -> None:
+    logits = torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0]])
+    got = process_logits(logits, 1.0, top_k=2)
+    assert torch.isinf(got[0, 2:]).all() and torch.isfinite(got[0, :2]).all()
+    assert torch.allclose(got[0, :2], torch.log_softmax(logits[0, :2], -1))
+
+
+def test_top_k_keeps_ties_at_the_kth_value() -> None:
+    got = process_logits(torch.tensor([[2.0, 1.0, 1.0, 0.0]]), 1.0, top_k=2)
+    assert torch.isfinite(got[0, :3]).all() and torch.isinf(got[0, 3])
+
+
+def test_top_p_keeps_the_smallest_nucleus() -> None:
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = probs.log().unsqueeze(0)
+    for p, kept in [(0.5, 1), (0.51, 2), (0.8, 2), (0.81, 3), (0.96, 4), (1.0, 4)]:
+        got = process_logits(logits, 1.0, top_p=p)
+        assert int(torch.isfinite(got).sum()) == kept, p
+        assert math.isclose(float(torch.logsumexp(got, -1)), 0.0, abs_tol=1e-6)
+        expected = probs[:kept] / probs[:kept].sum()
+        assert torch.allclose(got[0, :kept].exp(), expected, atol=1e-6)
+
+
+def test_top_k_applies_before_top_p() -> None:
+    logits = torch.tensor([[0.4, 0.3, 0.2, 0.1]]).log()
+    # top-k 2 leaves {0.4, 0.3} -> renormalised 0.571, 0.429; top-p 0.5 then keeps only the first.
+    got = process_logits(logits, 1.0, top_p=0.5, top_k=2)
+    assert int(torch.isfinite(got).sum()) == 1 and math.isclose(float(got[0, 0]), 0.0, abs_tol=1e-6)
+
+
+def test_per_row_parameters_and_leading_dims() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 11)
+    temps, top_p, top_k = [0.0, 0.7, 1.3], [1.0, 0.9, 0.5], [0, 3, 0]
+    got = process_logits(logits, temps, top_p, top_k)
+    for b in range(3):
+        assert torch.equal(got[b], process_logits(logits[b], temps[b], top_p[b], top_k[b]))
+    assert int(torch.isfinite(got[1]).sum(-1).max()) <= 3
+
+
+def test_gradient_flows_through_kept_tokens() -> None:
+    logits = torch.randn(2, 7, requires_grad=True)
+    out = process_logits(logits, 0.9, top_p=0.8)
+    out.gather(-1, out.argmax(-1, keepdim=True)).sum().backward()
+    assert logits.grad is not None and torch.isfinite(logits.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_logits_are_processed_in_float32(dtype: torch.dtype) -> None:
+    got = process_logits(torch.randn(2, 9).to(dtype), 0.8)
+    assert got.dtype == torch.float32
