@@ -24,6 +24,8 @@ import torch
 from tqdm import tqdm
 
 from milepost.agent.loop import AgentSettings, Job, run_episodes
+from milepost.agent.memory import MemoryItem
+from milepost.agent.prompts import build_messages
 from milepost.backends.base import GenerationRequest
 from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
 from milepost.backends.logprobs import sequence_logprobs
@@ -80,16 +82,33 @@ def agent_settings(cfg: TrainConfig, batch_size: int = 64) -> AgentSettings:
                          max_new_tokens=a.max_new_tokens, batch_size=batch_size)
 
 
+def prompt_corpus(cfg: TrainConfig) -> list[str]:
+    """Agent prompts of the configured environment (goal, memory, observation), for fitting a tiny tokenizer.
+
+    The backends' default corpus knows the environments' own text but not the agent's prompt wording, which
+    lives a layer above them; without these texts its phrases would cost a token per character.
+    """
+    out = []
+    make = env_factory(cfg, cfg.env.size)
+    for seed in range(4):
+        env = make()
+        obs, _ = env.reset(seed=seed)
+        memory = [MemoryItem(obs, "only 1 fits r1c1.", "value(1, r1c1)", "r1c1 is already filled")]
+        out += [m["content"] for m in build_messages(env.goal_text(), obs, memory)]
+    return out
+
+
 def load_policy(cfg: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
     """The initial (model, tokenizer): a model directory, or ``tiny:SIZE`` built into ``run_dir/initial``."""
     device, dtype = resolve_device_dtype(cfg.device, "float32")
     path = cfg.model
     if path.startswith("tiny:"):
-        from milepost.backends.tiny import build_tiny_model
+        from milepost.backends.tiny import build_tiny_model, default_corpus
 
         target = run_dir / "initial"
         if not (target / "config.json").exists():
-            build_tiny_model(target, size=path.partition(":")[2] or "1m", seed=cfg.seed)
+            corpus = [*default_corpus(), *prompt_corpus(cfg)]
+            build_tiny_model(target, size=path.partition(":")[2] or "1m", seed=cfg.seed, corpus=corpus)
         path = str(target)
     return load_model(path, device, dtype)
 

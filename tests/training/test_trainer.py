@@ -21,7 +21,7 @@ from milepost.training.trainer import train_rl
 
 # First three SFT losses of the seeded run below (tiny 0.5M Qwen3, seed 0). A change to the tokenizer, the
 # tiny presets, the prompt, the demonstrations or the loss moves them; update them only for such a change.
-PINNED_SFT_LOSSES: list[float] = [6.5032, 6.0827, 5.6965]
+PINNED_SFT_LOSSES: list[float] = [6.0967, 5.7006, 5.4319]
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +48,27 @@ def _cfg(model: Path | str, data: Path, **rl: object) -> TrainConfig:
     )
 
 
+# A fixed tokenizer corpus, so the pinned losses do not move when an environment's text changes.
+CORPUS = [
+    "Solve this 4x4 Sudoku: fill every empty cell so that each row, each column and each 2x2 box holds the "
+    "digits 1-4 exactly once. An action writes digit n into row X, column Y: value(n, rXcY).",
+    "Answer as: <think>your reasoning</think> REASON: one short sentence ACTION: your action",
+    "Recent turns:\nObservation:\n12.4\n3.21\nREASON: only 3 fits r1c3. ACTION: value(3, r1c3)\n"
+    "Rejected: r1c3 is already filled\nCurrent observation:\n1234\n3421\n2143\n4312",
+]
+
+
 @pytest.fixture(scope="module")
-def sft_model(tiny_model_dir: Path, data4: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_fixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from milepost.backends.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", size="0.5m", corpus=CORPUS, vocab_size=420)
+
+
+@pytest.fixture(scope="module")
+def sft_model(tiny_fixed: Path, data4: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sft")
-    return train_sft(_cfg(tiny_model_dir, data4), out, progress=False)
+    return train_sft(_cfg(tiny_fixed, data4), out, progress=False)
 
 
 def test_sft_pins_its_first_losses_and_learns(sft_model: Path) -> None:
