@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ SPLITS = ("train", "test")
 
 def write_dataset(
     out: str | Path,
-    splits: dict[str, Sequence[Task]],
+    splits: Mapping[str, Sequence[Task]],
     manifest: dict[str, Any],
     *,
     overwrite: bool = False,

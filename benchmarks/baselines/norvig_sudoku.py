@@ -25,7 +25,7 @@ UNITLIST = (
     + [_cross(rs, cs) for rs in ("ABC", "DEF", "GHI") for cs in ("123", "456", "789")]
 )
 UNITS = {s: [u for u in UNITLIST if s in u] for s in SQUARES}
-PEERS = {s: set(sum(UNITS[s], [])) - {s} for s in SQUARES}
+PEERS: dict[str, set[str]] = {s: {s2 for u in UNITS[s] for s2 in u} - {s} for s in SQUARES}
 
 Values = dict[str, str]
 

@@ -1,4 +1,4 @@
-"""Deterministic Sudoku generation: puzzle ``index`` of seed ``seed`` comes from ``Random(f"{seed}:{index}")``.
+"""Deterministic Sudoku generation: puzzle ``index`` of seed ``seed`` comes from ``task_rng(seed, index)``.
 
 Easy-tier puzzles (solvable by Full House and Naked Single alone, the paper's appendix D.4) are made by
 removing cells from a random solution grid while the puzzle stays naked-single solvable. Such a puzzle has
@@ -10,9 +10,12 @@ from __future__ import annotations
 import random
 
 from milepost.envs.sudoku.grid import geometry
+from milepost.envs.sudoku.singles import naked_single_fills, naked_single_solvable
 from milepost.errors import InputError
 
 _MAX_RESTARTS = 64
+
+__all__ = ["carve_easy", "generate_easy", "naked_single_solvable", "random_solution", "task_rng"]
 
 
 def task_rng(seed: int, index: int) -> random.Random:
@@ -69,63 +72,24 @@ def random_solution(n: int, rng: random.Random) -> list[int]:
     return cells
 
 
-def naked_single_solvable(puzzle: list[int], solution: list[int]) -> bool:
-    """True when Full House / Naked Single steps alone fill every empty cell of ``puzzle``.
-
-    Propagation over peers: a cell whose filled peers show n-1 distinct digits is a naked single; filling
-    it adds its digit to its empty peers. ``solution`` supplies the digit (a naked single's only candidate).
-    """
-    n = int(round(len(puzzle) ** 0.5))
-    geo = geometry(n)
-    peers = geo.peers
-    need = n - 1
-    seen: dict[int, int] = {}
-    stack: list[int] = []
-    for cell, d in enumerate(puzzle):
-        if d:
-            continue
-        mask = 0
-        for p in peers[cell]:
-            v = puzzle[p]
-            if v:
-                mask |= 1 << (v - 1)
-        seen[cell] = mask
-        if mask.bit_count() == need:
-            stack.append(cell)
-    remaining = len(seen)
-    done: set[int] = set()
-    while stack:
-        cell = stack.pop()
-        if cell in done:
-            continue
-        done.add(cell)
-        remaining -= 1
-        bit = 1 << (solution[cell] - 1)
-        for p in peers[cell]:
-            mask = seen.get(p)
-            if mask is not None and not mask & bit and p not in done:
-                mask |= bit
-                seen[p] = mask
-                if mask.bit_count() == need:
-                    stack.append(p)
-    return remaining == 0
-
-
 def carve_easy(solution: list[int], empties: int, rng: random.Random) -> list[int] | None:
     """Empty ``empties`` cells, in a shuffled order, keeping the puzzle naked-single solvable.
 
     Naked-single solvability only gets harder as cells are removed, so a cell rejected once stays rejected
     and one pass over the shuffled cells is the whole walk. Most removals are accepted by a one-look test
     (the cell is a naked single of the current givens, so it can be solved first); only the others pay for
-    a full propagation. Returns None when the walk ends short of ``empties``.
+    a propagation, which stops as soon as it refills the cell. Returns None when the walk ends short of
+    ``empties``.
     """
-    n = int(round(len(solution) ** 0.5))
+    n = round(len(solution) ** 0.5)
     peers = geometry(n).peers
     need = n - 1
     puzzle = list(solution)
     order = list(range(n * n))
     rng.shuffle(order)
     removed = 0
+    if empties == 0:
+        return puzzle
     for cell in order:
         seen = 0
         for p in peers[cell]:
@@ -133,7 +97,7 @@ def carve_easy(solution: list[int], empties: int, rng: random.Random) -> list[in
             if d:
                 seen |= 1 << (d - 1)
         puzzle[cell] = 0
-        if seen.bit_count() == need or naked_single_solvable(puzzle, solution):
+        if seen.bit_count() == need or naked_single_fills(puzzle, cell):
             removed += 1
             if removed == empties:
                 return puzzle

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import cache, lru_cache
 
 from milepost.envs.actions import ActionMode
 from milepost.envs.sudoku.grid import conflicts, parse_grid
@@ -20,10 +21,12 @@ _CELL_FIRST = re.compile(r"value\(\s*r\s*(\d{1,3})\s*c\s*(\d{1,3})\s*,\s*(\d{1,3
 SUBGOAL_KINDS = ("boxes", "rows", "cols")
 
 
+@lru_cache(maxsize=8192)
 def parse_fill(text: str) -> Fill | None:
     """``value(n, rXcY)`` or ``value(rXcY, n)`` (1-based) to a 0-based ``Fill``; None if it is neither.
 
     Out-of-range numbers still parse: they are well-formed actions that the rules then reject as illegal.
+    Cached: a board has only n^3 canonical actions, so agents repeat the same strings (``Fill`` is immutable).
     """
     m = _DIGIT_FIRST.fullmatch(text)
     if m is not None:
@@ -45,7 +48,7 @@ def task_grids(task: Task) -> tuple[list[int], list[int]]:
     if not isinstance(payload, dict) or not isinstance(payload.get("puzzle"), str):
         raise InputError(f"task {task.task_id}: payload needs a 'puzzle' string")
     puzzle = parse_grid(payload["puzzle"], task.size or None)
-    n = int(round(len(puzzle) ** 0.5))
+    n = round(len(puzzle) ** 0.5)
     why = conflicts(puzzle, n)
     if why:
         raise InputError(f"task {task.task_id}: the givens break a rule ({why})")
@@ -87,7 +90,9 @@ def make_subgoals(state: SudokuState, kinds: Iterable[str]) -> tuple[list[Subgoa
                 continue
             if kind == "boxes":
                 r0, c0 = geo.row_of[unit[0]], geo.col_of[unit[0]]
-                where = f"box {u + 1} (rows {r0 + 1}-{r0 + geo.box_rows}, columns {c0 + 1}-{c0 + geo.box_cols})"
+                where = (
+                    f"box {u + 1} (rows {r0 + 1}-{r0 + geo.box_rows}, columns {c0 + 1}-{c0 + geo.box_cols})"
+                )
             else:
                 where = f"{'row' if kind == 'rows' else 'column'} {u + 1}"
             index = len(goals)
@@ -103,6 +108,18 @@ def make_subgoals(state: SudokuState, kinds: Iterable[str]) -> tuple[list[Subgoa
             for cell in unit:
                 touched[cell].append(index)
     return goals, touched
+
+
+@cache
+def _text_layout(n: int, style: str) -> tuple[int, ...] | None:
+    """Where each cell's character sits in a rendered board, for styles that print one character per cell at
+    a fixed place (``grid``, ``cells``); None for the others. Read off the empty board's own rendering, so
+    it cannot drift from the renderer."""
+    if style not in ("grid", "cells"):
+        return None
+    text = render(SudokuState([0] * (n * n)), style)
+    offsets = tuple(i for i, ch in enumerate(text) if ch == ".")
+    return offsets if len(offsets) == n * n and text.isascii() else None
 
 
 class SudokuRules:
@@ -127,6 +144,11 @@ class SudokuRules:
         self.end_on_wrong = wrong_fill == "dead_end"
         self.subgoals, self._touched = make_subgoals(self.state, subgoal_kinds)
         self.solution = solution
+        # The rendered board, patched one character per fill instead of re-rendered every step; rebuilt in
+        # full whenever the state was written by another path (its version moved on without us).
+        self._layout = _text_layout(self.state.n, render_style)
+        self._text = bytearray()
+        self._text_version = -1
 
     # -- Rules protocol ------------------------------------------------------------------------------------
 
@@ -138,8 +160,13 @@ class SudokuRules:
 
     def apply(self, action: Fill) -> bool:
         state = self.state
-        state._write(action.row * state.n + action.col, action.digit)
-        return action.digit == self.solution[action.row * state.n + action.col]
+        cell = action.row * state.n + action.col
+        in_step = self._text_version == state.version
+        state._write(cell, action.digit)
+        if in_step and self._layout is not None:
+            self._text[self._layout[cell]] = 48 + action.digit  # ASCII digit
+            self._text_version = state.version
+        return action.digit == self.solution[cell]
 
     def is_solved(self) -> bool:
         return self.state.is_solved()
@@ -164,7 +191,14 @@ class SudokuRules:
         return action.text()
 
     def render(self, feedback: str | None) -> str:
-        board = render(self.state, self.render_style)
+        state = self.state
+        if self._layout is None:
+            board = render(state, self.render_style)
+        else:
+            if self._text_version != state.version:
+                self._text = bytearray(render(state, self.render_style), "ascii")
+                self._text_version = state.version
+            board = self._text.decode("ascii")
         return board if feedback is None else f"{board}\nLast answer rejected: {feedback}"
 
     def goal_text(self) -> str:
@@ -184,7 +218,6 @@ class SudokuRules:
             f"{geo.box_rows}x{geo.box_cols} box holds the digits 1-{n} exactly once. "
             f"An action writes digit n into row X, column Y: value(n, rXcY). {how}"
         )
-
 
 
 def oracle_fill(state: SudokuState) -> Fill | None:

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from functools import cache
+from operator import itemgetter
 from typing import NamedTuple, Self
 
 from milepost.envs.sudoku.grid import Geometry, geometry
 
 
+@cache
+def _unit_getter(unit: tuple[int, ...]) -> Callable[[Sequence[int]], tuple[int, ...]]:
+    """Fetch a unit's cells as a tuple (``itemgetter`` returns a bare item for one index: hence the wrap)."""
+    if len(unit) == 1:
+        only = unit[0]
+        return lambda cells: (cells[only],)
+    return itemgetter(*unit)
+
+
 class Fill(NamedTuple):
-    """Write ``digit`` into the cell at 0-based ``row``, ``col``. Text form: ``value(digit, r{row+1}c{col+1})``."""
+    """Write ``digit`` into 0-based ``row``, ``col``; text form ``value(digit, r{row+1}c{col+1})``."""
 
     row: int
     col: int
@@ -35,6 +47,7 @@ class SudokuState:
         "n",
         "row_mask",
         "solution",
+        "version",
         "wrong",
     )
 
@@ -46,7 +59,7 @@ class SudokuState:
         allow_overwrite: bool = False,
     ) -> None:
         n_cells = len(puzzle)
-        n = int(round(n_cells**0.5))
+        n = round(n_cells**0.5)
         self.geo: Geometry = geometry(n)
         self.n = n
         self.cells = list(puzzle)
@@ -58,6 +71,7 @@ class SudokuState:
         self.box_mask = [0] * n
         self.empty = 0
         self.wrong = 0  # filled cells that disagree with the solution
+        self.version = 0  # counts writes, so that views of the board (rendered text) can tell they are stale
         geo = self.geo
         for i, d in enumerate(puzzle):
             if d:
@@ -120,6 +134,7 @@ class SudokuState:
         self.col_mask[c] |= bit
         self.box_mask[b] |= bit
         self.cells[cell] = digit
+        self.version += 1
         if self.solution is not None and digit != self.solution[cell]:
             self.wrong += 1
 
@@ -128,11 +143,15 @@ class SudokuState:
         if self.cells[cell]:
             return 0
         geo = self.geo
-        used = self.row_mask[geo.row_of[cell]] | self.col_mask[geo.col_of[cell]] | self.box_mask[geo.box_of[cell]]
+        used = (
+            self.row_mask[geo.row_of[cell]]
+            | self.col_mask[geo.col_of[cell]]
+            | self.box_mask[geo.box_of[cell]]
+        )
         return geo.full & ~used
 
     def legal_actions(self) -> list[Fill]:
-        """Every legal fill of an empty cell (rewrites are not listed even when allowed), by cell then digit."""
+        """Every legal fill of an empty cell (rewrites are not listed even if allowed), by cell then digit."""
         n = self.n
         out: list[Fill] = []
         for cell in range(n * n):
@@ -158,8 +177,12 @@ class SudokuState:
         other.geo, other.n = self.geo, self.n
         other.cells = list(self.cells)
         other.givens, other.solution, other.allow_overwrite = self.givens, self.solution, self.allow_overwrite
-        other.row_mask, other.col_mask, other.box_mask = list(self.row_mask), list(self.col_mask), list(self.box_mask)
-        other.empty, other.wrong = self.empty, self.wrong
+        other.row_mask, other.col_mask, other.box_mask = (
+            list(self.row_mask),
+            list(self.col_mask),
+            list(self.box_mask),
+        )
+        other.empty, other.wrong, other.version = self.empty, self.wrong, self.version
         return other
 
     def render_text(self) -> str:
@@ -169,11 +192,11 @@ class SudokuState:
 
     def unit_solved(self, unit: tuple[int, ...]) -> bool:
         """True when every cell of ``unit`` holds its solution digit."""
-        sol = self.solution
-        cells = self.cells
-        if sol is None:
-            return all(cells[i] for i in unit)
-        return all(cells[i] == sol[i] for i in unit)
+        # Runs on every fill (subgoal checks): C-level item fetches instead of a generator over the cells.
+        fetch = _unit_getter(unit)
+        if self.solution is None:
+            return all(fetch(self.cells))
+        return fetch(self.cells) == fetch(self.solution)
 
     def __repr__(self) -> str:
         return f"SudokuState({''.join(map(str, self.cells))!r})"
