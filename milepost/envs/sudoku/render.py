@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from milepost.envs.sudoku.state import SudokuState
 
-RENDERERS = ("grid", "cells", "candidates")
+RENDERERS = ("grid", "cells", "candidates", "hints")
 
 
 def render_grid(state: SudokuState) -> str:
@@ -50,16 +50,27 @@ def render_cells(state: SudokuState) -> str:
     return "\n".join("".join(str(d) if d else "." for d in cells[r * n : (r + 1) * n]) for r in range(n))
 
 
-def render_candidates(state: SudokuState) -> str:
-    """The grid followed by the legal digits of every empty cell (``r1c3: 1 2 4``)."""
+def candidate_lines(state: SudokuState) -> list[str]:
+    """The legal digits of every empty cell, one line each (``r1c3: 1 2 4``; ``-`` when none is left)."""
     n = state.n
-    lines = [render_grid(state), "Candidates:"]
+    lines = []
     for cell in range(n * n):
         if not state.cells[cell]:
             mask = state.candidates(cell)
             digits = " ".join(str(d) for d in range(1, n + 1) if mask >> (d - 1) & 1)
             lines.append(f"r{cell // n + 1}c{cell % n + 1}: {digits or '-'}")
-    return "\n".join(lines)
+    return lines
+
+
+def render_candidates(state: SudokuState) -> str:
+    """The grid followed by the candidate hints."""
+    return "\n".join([render_grid(state), "Candidates:", *candidate_lines(state)])
+
+
+def render_hints(state: SudokuState) -> str:
+    """The compact board (one character per cell) followed by the candidate hints: the tiny-model view, where
+    a single step is learnable (read a cell with one candidate, write it) and horizon stays the variable."""
+    return "\n".join([render_cells(state), "Candidates:", *candidate_lines(state)])
 
 
 def render(state: SudokuState, style: str) -> str:
@@ -69,4 +80,6 @@ def render(state: SudokuState, style: str) -> str:
         return render_cells(state)
     if style == "candidates":
         return render_candidates(state)
+    if style == "hints":
+        return render_hints(state)
     raise ValueError(f"unknown sudoku renderer {style!r} (known: {', '.join(RENDERERS)})")
