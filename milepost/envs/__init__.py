@@ -32,3 +32,6 @@ def make_env(name: str, **kwargs: Any) -> Any:
 from milepost.envs.sudoku import SudokuEnv  # noqa: E402 - registration needs the registry above
 
 register_env("sudoku", "milepost/Sudoku-v0", SudokuEnv)
+from milepost.envs.rushhour import RushHourEnv  # noqa: E402
+
+register_env("rushhour", "milepost/RushHour-v0", RushHourEnv)

@@ -1,0 +1,81 @@
+"""``milepost data rushhour``: a Rush Hour level dataset (train.jsonl, test.jsonl, manifest.json).
+
+Puzzles come from the generator (random placements, farthest state of each cluster) or from a file in
+Fogleman's ``MM BOARD CLUSTER`` format, whose every line is checked against the solver. Levels are ranges of
+``min_moves``; a task's ``goal_distance`` is its optimal number of one-cell steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from milepost.envs.levels import DEFAULT_LEVELS, parse_levels
+from milepost.errors import InputError
+
+
+def add_parser(envs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = envs.add_parser(
+        "rushhour",
+        help="Rush Hour level dataset",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--levels",
+        default=DEFAULT_LEVELS[("rushhour", 6)],
+        help="comma list of min_moves ranges (default: the paper's 4-6,7-9,10-12,13-15,16-18,19-21)",
+    )
+    p.add_argument("--source", default="generate", help="'generate' (default) or a file in Fogleman's format")
+    p.add_argument("--train", type=int, default=640, help="training tasks per level (default 640)")
+    p.add_argument("--test", type=int, default=100, help="test tasks per level (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the puzzles and the split (default 0)")
+    p.add_argument("--max-walls", type=int, default=0, help="walls a generated board may have (default 0)")
+    p.add_argument("--workers", type=int, default=1, help="processes for generation (default 1)")
+    p.add_argument("--out", required=True, help="dataset folder to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty folder")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here so that `milepost --help` does not load the solver stack.
+    from milepost.datasets import write_dataset
+    from milepost.envs.rushhour.dataset import build_dataset
+
+    if args.workers < 1:
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
+    if not 0 <= args.max_walls <= 6:
+        raise InputError(f"--max-walls must be in 0-6, got {args.max_walls}")
+    levels = parse_levels(args.levels, "rushhour", 6)
+    out = Path(args.out)
+    # Fail before minutes of generation rather than after; write_dataset checks again when it writes.
+    if out.exists() and not args.overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out} already exists and is not empty (pass --overwrite to replace it)")
+    command = shlex.join(
+        [
+            "milepost", "data", "rushhour", "--levels", args.levels, "--source", args.source,
+            "--train", str(args.train), "--test", str(args.test), "--seed", str(args.seed),
+            "--max-walls", str(args.max_walls), "--out", str(out),
+        ]
+    )  # fmt: skip
+    splits, manifest = build_dataset(
+        levels, args.train, args.test, args.seed, source=args.source, max_walls=args.max_walls,
+        workers=args.workers, progress=not args.no_progress, command=command,
+    )  # fmt: skip
+    target = write_dataset(out, splits, manifest, overwrite=args.overwrite)
+    counts = manifest["counts"]
+    print(f"wrote {counts['train']} train and {counts['test']} test tasks to {target}")
+    table = Table(title="Rush Hour levels (share of tasks whose optimal solution fits the paper's budgets)")
+    for col in ("level", "train", "test", "min_steps", "fits 30 steps", "fits 20 slides"):
+        table.add_column(col, justify="right")
+    for name, info in manifest["levels"].items():
+        lo, hi = info["min_steps_range"]
+        shares = [f"{v:.0%}" if v is not None else "-" for v in info["fits_budget_share"].values()]
+        table.add_row(name, str(info["counts"]["train"]), str(info["counts"]["test"]), f"{lo}-{hi}", *shares)
+    Console(width=100).print(table)
+    return 0
