@@ -27,17 +27,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_generation import matmul_rate  # noqa: E402
+from bench_generation import matmul_rate
 
-from milepost.agent.loop import AgentSettings, BackendPolicy, Job, run_episodes  # noqa: E402
-from milepost.agent.memory import MemoryItem, SlidingWindowMemory  # noqa: E402
-from milepost.agent.parsing import parse_answer  # noqa: E402
-from milepost.agent.prompts import build_messages  # noqa: E402
-from milepost.backends.base import GenerationRequest  # noqa: E402
-from milepost.backends.hf import HFBackend  # noqa: E402
-from milepost.backends.tiny import build_tiny_model, count_parameters  # noqa: E402
-from milepost.envs.sudoku import SudokuEnv, make_task  # noqa: E402
-from milepost.envs.sudoku.generator import generate_easy  # noqa: E402
+from milepost.agent.loop import AgentSettings, BackendPolicy, Job, run_episodes
+from milepost.agent.memory import MemoryItem, SlidingWindowMemory
+from milepost.agent.parsing import parse_answer
+from milepost.agent.prompts import build_messages
+from milepost.backends.base import GenerationRequest
+from milepost.backends.hf import HFBackend
+from milepost.backends.tiny import build_tiny_model, count_parameters
+from milepost.envs.sudoku import SudokuEnv, make_task
+from milepost.envs.sudoku.generator import generate_easy
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -51,12 +51,20 @@ def one_at_a_time(backend: HFBackend, tasks: list[Any], settings: AgentSettings,
         memory = SlidingWindowMemory(settings.memory_k)
         done = False
         while not done:
-            ids = backend.encode(GenerationRequest(messages=build_messages(env.goal_text(), obs, memory.items())))
+            ids = backend.encode(
+                GenerationRequest(messages=build_messages(env.goal_text(), obs, memory.items()))
+            )
             x = torch.tensor([ids])
-            y = backend.model.generate(x, attention_mask=torch.ones_like(x), do_sample=False,
-                                       max_new_tokens=settings.max_new_tokens, pad_token_id=backend.pad_id,
-                                       eos_token_id=sorted(backend.eos_ids), use_cache=True)
-            new = y[0, len(ids):].tolist()
+            y = backend.model.generate(
+                x,
+                attention_mask=torch.ones_like(x),
+                do_sample=False,
+                max_new_tokens=settings.max_new_tokens,
+                pad_token_id=backend.pad_id,
+                eos_token_id=sorted(backend.eos_ids),
+                use_cache=True,
+            )
+            new = y[0, len(ids) :].tolist()
             tokens += len(new)
             text = backend.decode(new)
             before = obs
@@ -74,8 +82,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         backend = HFBackend(model_dir)
         params = count_parameters(backend.model)
         tasks = [make_task(*generate_easy(4, 6, 0, i), level="S2", index=i) for i in range(args.episodes)]
-        settings = AgentSettings(memory_k=1, temperature=0.0, max_new_tokens=args.max_new_tokens,
-                                 batch_size=args.episodes)
+        settings = AgentSettings(
+            memory_k=1, temperature=0.0, max_new_tokens=args.max_new_tokens, batch_size=args.episodes
+        )
         policy = BackendPolicy(backend, settings)
 
         def make() -> SudokuEnv:
@@ -97,15 +106,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     square = matmul_rate(1024, 1024, 1024, torch.float32)
     achieved = 2.0 * params * batched_rate
     return {
-        "parameters": params, "episodes": args.episodes, "single_episodes": args.single,
-        "max_steps": args.max_steps, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
+        "parameters": params,
+        "episodes": args.episodes,
+        "single_episodes": args.single,
+        "max_steps": args.max_steps,
+        "max_new_tokens": args.max_new_tokens,
+        "threads": args.threads,
         "turns": sum(len(ep.turns) for ep in episodes),
-        "batched_tokens": batched_tokens, "batched_s": batched_s, "batched_wall_s": batched_wall,
-        "single_wall_s": single_wall, "batched_tokens_per_s": batched_rate,
-        "single_tokens": single_tokens, "single_s": single_s, "single_tokens_per_s": single_rate,
+        "batched_tokens": batched_tokens,
+        "batched_s": batched_s,
+        "batched_wall_s": batched_wall,
+        "single_wall_s": single_wall,
+        "batched_tokens_per_s": batched_rate,
+        "single_tokens": single_tokens,
+        "single_s": single_s,
+        "single_tokens_per_s": single_rate,
         "ratio": batched_rate / single_rate,
-        "matmul_fp32_decode_flops": fp32, "matmul_fp32_square_flops": square,
-        "model_flops_per_s": achieved, "fraction_decode_shape": achieved / fp32, "fraction_square": achieved / square,
+        "matmul_fp32_decode_flops": fp32,
+        "matmul_fp32_square_flops": square,
+        "model_flops_per_s": achieved,
+        "fraction_decode_shape": achieved / fp32,
+        "fraction_square": achieved / square,
         "load_average": os.getloadavg(),
     }
 
@@ -139,8 +160,11 @@ def write_report(r: dict[str, Any], out: Path) -> None:
     )
     (out / "rollout.md").write_text(md)
     fig, ax = plt.subplots(figsize=(5, 3))
-    ax.bar(["one at a time", "batched loop"], [r["single_tokens_per_s"], r["batched_tokens_per_s"]],
-           color=["C7", "C0"])
+    ax.bar(
+        ["one at a time", "batched loop"],
+        [r["single_tokens_per_s"], r["batched_tokens_per_s"]],
+        color=["C7", "C0"],
+    )
     ax.set_ylabel("generated tokens / s")
     ax.set_title(f"rollout throughput ({r['ratio']:.1f}x)")
     fig.tight_layout()

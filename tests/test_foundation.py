@@ -17,7 +17,14 @@ from milepost.types import Episode, Task, TerminationReason, Turn, zero_terms
 
 def _task(i: int = 0) -> Task:
     return Task(
-        task_id=f"t{i}", env="sudoku", size=4, level="S1", goal_distance=3, split="test", seed=0, index=i,
+        task_id=f"t{i}",
+        env="sudoku",
+        size=4,
+        level="S1",
+        goal_distance=3,
+        split="test",
+        seed=0,
+        index=i,
         payload={"puzzle": "1234341221434321".replace("1", "0", 1), "solution": "1234341221434321"},
         meta={"tier": "easy"},
     )
@@ -45,12 +52,28 @@ def test_task_from_dict_names_the_bad_field() -> None:
 
 def test_episode_round_trip_keeps_enum_and_turns() -> None:
     turn = Turn(
-        index=0, observation="o", text="ACTION: x", actions=["x"], reward=0.5, reward_terms=zero_terms(),
-        subgoals_completed=[1], remaining_distance=None, prompt_ids=[1, 2], completion_ids=[3], logprobs=[-0.1],
+        index=0,
+        observation="o",
+        text="ACTION: x",
+        actions=["x"],
+        reward=0.5,
+        reward_terms=zero_terms(),
+        subgoals_completed=[1],
+        remaining_distance=None,
+        prompt_ids=[1, 2],
+        completion_ids=[3],
+        logprobs=[-0.1],
     )
     ep = Episode(
-        task_id="t", policy="oracle", sample=0, seed=1, termination=TerminationReason.DEAD_END, success=False,
-        goal_distance=3, steps=1, turns=[turn],
+        task_id="t",
+        policy="oracle",
+        sample=0,
+        seed=1,
+        termination=TerminationReason.DEAD_END,
+        success=False,
+        goal_distance=3,
+        steps=1,
+        turns=[turn],
     )
     data = json.loads(json.dumps(ep.to_dict()))
     assert data["termination"] == "dead_end"
@@ -68,8 +91,11 @@ def test_config_yaml_and_overrides(tmp_path: Path) -> None:
     cfg = load_config(EnvConfig, path, ["action_mode=flexible", "macro_k=3", "reward.format=0.5"])
     assert (cfg.size, cfg.max_steps, cfg.action_mode, cfg.macro_k) == (4, 20, "flexible", 3)
     assert cfg.reward == RewardWeights(milestone=1.0, format=0.5)
-    again = load_config(EnvConfig, None, [f"{k}={json.dumps(v)}" for k, v in cfg.env_kwargs().items()
-                                          if k != "reward_weights"])
+    again = load_config(
+        EnvConfig,
+        None,
+        [f"{k}={json.dumps(v)}" for k, v in cfg.env_kwargs().items() if k != "reward_weights"],
+    )
     assert again.action_mode == "flexible"
     assert "macro_k: 3" in to_yaml(cfg)
 

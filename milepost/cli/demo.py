@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +32,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("demo", help="run the main job: datasets, RL arms, evaluation, report", description=__doc__)
+    p = sub.add_parser(
+        "demo", help="run the main job: datasets, RL arms, evaluation, report", description=__doc__
+    )
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
-    p.add_argument("--checkpoint", default=str(ROOT / "checkpoints" / "sudoku4-sft"),
-                   help="SFT checkpoint the arms start from")
+    p.add_argument(
+        "--checkpoint",
+        default=str(ROOT / "checkpoints" / "sudoku4-sft"),
+        help="SFT checkpoint the arms start from",
+    )
     p.add_argument("--configs", default=str(ROOT / "configs" / "tiny-cpu"), help="folder of the arm configs")
-    p.add_argument("--iterations", type=int, default=None, help="RL iterations per arm (default: the configs')")
-    p.add_argument("--eval-limit", type=int, default=None, help="test tasks per level (default: the configs')")
+    p.add_argument(
+        "--iterations", type=int, default=None, help="RL iterations per arm (default: the configs')"
+    )
+    p.add_argument(
+        "--eval-limit", type=int, default=None, help="test tasks per level (default: the configs')"
+    )
     p.add_argument("--arms", default=",".join(ARMS), help="comma list of arms to run")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2, help="parallel jobs (one torch thread each)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -57,18 +69,44 @@ def _arm_config(args: argparse.Namespace, arm: str, data: Path) -> Any:
     return cfg
 
 
-def run(args: argparse.Namespace) -> int:
+def _run_job(kind: str, arm: str, arg_dict: dict[str, Any], data: str) -> float:
+    """One demo job in a worker process: evaluate the SFT start in a mode, or train and evaluate an arm."""
     import torch
-    from rich.console import Console
+    from transformers.utils import logging as hf_logging
 
     from milepost.backends.hf import HFBackend
+    from milepost.training.trainer import evaluate_policy, train_rl
+
+    hf_logging.disable_progress_bar()  # a fresh (spawned) process: the parent's setting does not carry over
+    start = time.perf_counter()
+    args = argparse.Namespace(**arg_dict)
+    out = Path(args.out)
+    cfg = _arm_config(args, arm, Path(data))
+    cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, levels=None))
+    torch.set_num_threads(cfg.threads)
+    if kind == "sft":
+        target = out / "sft-start" / arm
+        if not (target / "metrics.json").exists():
+            evaluate_policy(cfg, HFBackend(args.checkpoint), target, f"SFT ({arm})", progress=False)
+        return time.perf_counter() - start
+    run_dir = out / f"rl-{arm}"
+    final = run_dir / "final"
+    if not (final / "config.json").exists():
+        final = train_rl(cfg, run_dir, resume=(run_dir / "checkpoints" / "latest").exists(), progress=False)
+    if not (run_dir / "eval" / "metrics.json").exists():
+        evaluate_policy(cfg, HFBackend(final), run_dir / "eval", f"RL {arm}", progress=False)
+    return time.perf_counter() - start
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from milepost.datasets import write_dataset
     from milepost.envs.levels import levels_for
     from milepost.envs.sudoku.dataset import build_dataset
     from milepost.errors import InputError
     from milepost.evaluation.compare import compare_runs
     from milepost.io import atomic_write_json
-    from milepost.training.trainer import evaluate_policy, train_rl
 
     console = Console()
     out = Path(args.out)
@@ -77,57 +115,59 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise InputError(f"--arms: unknown arm(s) {', '.join(unknown)} (known: {', '.join(ARMS)})")
     if not (Path(args.checkpoint) / "config.json").is_file():
-        raise InputError(f"{args.checkpoint}: no SFT checkpoint (make one with `milepost sft --config "
-                         "configs/tiny-cpu/sudoku4_sft.yaml --out runs/sft` and pass --checkpoint runs/sft/final)")
+        raise InputError(
+            f"{args.checkpoint}: no SFT checkpoint (make one with `milepost sft --config "
+            "configs/tiny-cpu/sudoku4_sft.yaml --out runs/sft` and pass --checkpoint runs/sft/final)"
+        )
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
     # 1. Datasets: every 4x4 level, training and test splits.
     data = out / "data" / "sudoku4"
     if not (data / "manifest.json").exists():
-        console.print("[bold]1/4[/] building 4x4 Sudoku level datasets")
-        splits, manifest = build_dataset(4, list(levels_for("sudoku", 4)), 400, 40, args.seed,
-                                         progress=not args.no_progress)
+        console.print("[bold]1/3[/] building 4x4 Sudoku level datasets")
+        splits, manifest = build_dataset(
+            4, list(levels_for("sudoku", 4)), 400, 40, args.seed, progress=not args.no_progress
+        )
         write_dataset(data, splits, manifest, overwrite=True)
     timings["data_s"] = time.perf_counter() - started
 
-    # 2. The SFT start, evaluated like the arms.
+    # 2-3. The SFT start (evaluated in atomic and macro mode) and the RL arms on equal budgets, each arm then
+    # evaluated on every level. Jobs run in a pool of --workers processes (one torch thread each): on a
+    # 2-core machine two single-threaded jobs finish sooner than one job with two threads.
     base_cfg = _arm_config(args, "atomic", data)
-    torch.set_num_threads(base_cfg.threads)
-    console.print("[bold]2/4[/] evaluating the shipped SFT policy")
-    sft_dir = out / "sft-start"
-    eval_levels = dataclasses.replace(base_cfg.eval, levels=None)
-    for mode, cfg_arm in (("atomic", "atomic"), ("macro", "macro")):
-        cfg = dataclasses.replace(_arm_config(args, cfg_arm, data), eval=eval_levels)
-        if not (sft_dir / mode / "metrics.json").exists():
-            evaluate_policy(cfg, HFBackend(args.checkpoint), sft_dir / mode, f"SFT ({mode})",
-                            progress=not args.no_progress)
-    timings["sft_eval_s"] = time.perf_counter() - started - timings["data_s"]
-
-    # 3. RL arms on equal budgets, each evaluated on every level.
-    runs, labels = [sft_dir / "atomic", sft_dir / "macro"], ["SFT start (atomic)", "SFT start (macro)"]
-    for i, arm in enumerate(arms, 1):
-        cfg = dataclasses.replace(_arm_config(args, arm, data), eval=eval_levels)
-        run_dir = out / f"rl-{arm}"
-        t0 = time.perf_counter()
-        console.print(f"[bold]3/4[/] RL arm {i}/{len(arms)}: {arm} ({cfg.rl.iterations} iterations, "
-                      f"{cfg.rl.tasks_per_iter} tasks x {cfg.rl.samples_per_task} samples each)")
-        final = run_dir / "final"
-        if not (final / "config.json").exists():
-            resume = (run_dir / "checkpoints" / "latest").exists()
-            final = train_rl(cfg, run_dir, resume=resume, progress=not args.no_progress)
-        if not (run_dir / "eval" / "metrics.json").exists():
-            evaluate_policy(cfg, HFBackend(final), run_dir / "eval", f"RL {arm}", progress=not args.no_progress)
-        runs.append(run_dir)
-        labels.append(f"RL {arm}")
-        timings[f"rl_{arm}_s"] = time.perf_counter() - t0
+    # The long RL jobs go first so that the short evaluations fill the gaps at the end.
+    jobs: list[tuple[str, str]] = [("rl", arm) for arm in arms] + [("sft", "atomic"), ("sft", "macro")]
+    console.print(
+        f"[bold]2/3[/] evaluating the SFT start and training {len(arms)} RL arm(s) "
+        f"({base_cfg.rl.iterations} iterations of {base_cfg.rl.tasks_per_iter} tasks x "
+        f"{base_cfg.rl.samples_per_task} samples each) in {args.workers} worker process(es)"
+    )
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
+        futures = {pool.submit(_run_job, kind, arm, vars(args), str(data)): (kind, arm) for kind, arm in jobs}
+        for future in as_completed(futures):
+            kind, arm = futures[future]
+            seconds = future.result()
+            timings[f"{kind}_{arm}_s"] = seconds
+            console.print(
+                f"  done: {'SFT start' if kind == 'sft' else 'RL arm'} {arm} ({seconds / 60:.1f} min)"
+            )
+    runs = [out / "sft-start" / "atomic", out / "sft-start" / "macro"] + [out / f"rl-{arm}" for arm in arms]
+    labels = ["SFT start (atomic)", "SFT start (macro)"] + [f"RL {arm}" for arm in arms]
 
     # 4. The report.
-    console.print("[bold]4/4[/] writing the report")
+    console.print("[bold]3/3[/] writing the report")
     text = compare_runs(runs, out / "report", labels, ks=[1, 4])
     paper = "\n".join(
-        ["| paper row (9x9, Qwen3-1.7B) | " + " | ".join(PAPER_LEVELS) + " |", "|---|" + "---|" * len(PAPER_LEVELS)]
-        + [f"| {name} | " + " | ".join(f"{v:.2f}" for v in row) + " |" for name, row in PAPER_TABLE7_AVG4.items()]
+        [
+            "| paper row (9x9, Qwen3-1.7B) | " + " | ".join(PAPER_LEVELS) + " |",
+            "|---|" + "---|" * len(PAPER_LEVELS),
+        ]
+        + [
+            f"| {name} | " + " | ".join(f"{v:.2f}" for v in row) + " |"
+            for name, row in PAPER_TABLE7_AVG4.items()
+        ]
     )
     timings["total_s"] = time.perf_counter() - started
     header = (
@@ -149,5 +189,7 @@ def run(args: argparse.Namespace) -> int:
     (out / "report" / "report.md").write_text(report, encoding="utf-8")
     atomic_write_json(out / "report" / "timings.json", timings)
     console.print(report)
-    console.print(f"report: {out / 'report' / 'report.md'}  ({json.dumps({k: round(v) for k, v in timings.items()})})")
+    console.print(
+        f"report: {out / 'report' / 'report.md'}  ({json.dumps({k: round(v) for k, v in timings.items()})})"
+    )
     return 0

@@ -17,9 +17,9 @@ from milepost.errors import MilepostError
 
 def _subcommands() -> list[ModuleType]:
     # Imported lazily so `milepost --help` stays fast and a subcommand's heavy imports load only when used.
-    from milepost.cli import compare, data, demo, eval, play, serve, show, tiny, train
+    from milepost.cli import compare, data, demo, eval, plan, play, serve, show, tiny, train
 
-    return [data, play, eval, show, compare, train, demo, tiny, serve]
+    return [data, play, eval, show, compare, train, demo, tiny, serve, plan]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,9 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries() -> None:
+    """transformers 5 draws progress bars on every model load and save; milepost shows its own progress."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # the package works without the ML extra for data and env commands
+        return
+    hf_logging.disable_progress_bar()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in {"eval", "sft", "train", "demo", "serve", "tiny"}:
+        _quiet_libraries()
     try:
         result = args.func(args)
     except MilepostError as exc:

@@ -12,8 +12,14 @@ import argparse
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="YAML config file (configs/*.yaml)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value (repeatable), e.g. --set rl.iterations=50")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value (repeatable), e.g. --set rl.iterations=50",
+    )
     p.add_argument("--out", required=True, help="run folder (checkpoints, metrics.jsonl, final model)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--no-progress", action="store_true")
@@ -23,7 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     sft = sub.add_parser("sft", help="supervised fine-tuning on solver demonstrations", description=__doc__)
     _common(sft)
     sft.set_defaults(func=run_sft)
-    train = sub.add_parser("train", help="RL (REINFORCE, paper advantages and IS weights)", description=__doc__)
+    train = sub.add_parser(
+        "train", help="RL (REINFORCE, paper advantages and IS weights)", description=__doc__
+    )
     _common(train)
     train.add_argument("--eval", action="store_true", help="evaluate the final policy on the test split")
     train.set_defaults(func=run_train)

@@ -30,6 +30,14 @@ MAX_OBSERVATION_CHARS = 16_384
 MAX_ACTION_CHARS = 4_096
 
 
+def printable(text: str) -> str:
+    """``text`` with every character outside the observation charset replaced by ``?``.
+
+    Feedback quotes model output back into the observation, which must stay inside the Text space.
+    """
+    return text if all(ch in CHARSET for ch in text) else "".join(ch if ch in CHARSET else "?" for ch in text)
+
+
 class GameState(Protocol[A]):
     """The game-state API that solvers, planners and tests use directly."""
 
@@ -98,7 +106,7 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
     stay applied, as in the paper).
     """
 
-    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 - gymnasium reads this class attribute
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 - gymnasium reads this class attribute
 
     def __init__(
         self,
@@ -177,7 +185,7 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
             for piece in pieces:
                 act = rules.parse(piece)
                 if act is None:
-                    error = f"cannot parse action {piece[:60]!r}"
+                    error = f"cannot parse action {printable(piece[:60])!r}"
                     break
                 parsed.append(act)
         if error is not None:

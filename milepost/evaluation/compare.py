@@ -35,8 +35,11 @@ def load_levels(path: Path) -> tuple[dict[str, Any], list[LevelMetrics]]:
     return data.get("meta", {}), levels
 
 
-def comparison_table(runs: Sequence[tuple[str, list[LevelMetrics]]], ks: Sequence[int],
-                     reference: dict[str, dict[str, float]] | None = None) -> str:
+def comparison_table(
+    runs: Sequence[tuple[str, list[LevelMetrics]]],
+    ks: Sequence[int],
+    reference: dict[str, dict[str, float]] | None = None,
+) -> str:
     """Rows: run x metric (pass@k, avg@n); columns: levels. ``reference`` adds rows such as the paper's."""
     names: list[str] = []
     for _, levels in runs:
@@ -49,11 +52,17 @@ def comparison_table(runs: Sequence[tuple[str, list[LevelMetrics]]], ks: Sequenc
         by = {lv.level: lv for lv in levels}
         n = max((lv.samples for lv in levels), default=0)
         for k in ks:
-            cells = [f"{100 * by[x].pass_at[str(k)].value:.1f}" if x in by and str(k) in by[x].pass_at else "-"
-                     for x in names]
+            cells = [
+                f"{100 * by[x].pass_at[str(k)].value:.1f}" if x in by and str(k) in by[x].pass_at else "-"
+                for x in names
+            ]
             lines.append(f"| {label} | pass@{k} (%) | " + " | ".join(cells) + " |")
-        cells = [f"{100 * by[x].avg.value:.1f} [{100 * by[x].avg.lo:.0f}, {100 * by[x].avg.hi:.0f}]" if x in by
-                 else "-" for x in names]
+        cells = [
+            f"{100 * by[x].avg.value:.1f} [{100 * by[x].avg.lo:.0f}, {100 * by[x].avg.hi:.0f}]"
+            if x in by
+            else "-"
+            for x in names
+        ]
         lines.append(f"| {label} | avg@{n} (%) | " + " | ".join(cells) + " |")
     for label, row in (reference or {}).items():
         lines.append(f"| {label} | | " + " | ".join(str(row.get(x, "-")) for x in names) + " |")
@@ -91,8 +100,13 @@ def smooth(points: list[tuple[int, float]], window: int = 5) -> list[tuple[int, 
     return out
 
 
-def compare_runs(runs: Sequence[str | Path], out: str | Path, labels: Sequence[str] | None = None,
-                 ks: Sequence[int] = (1, 4), reference: dict[str, dict[str, float]] | None = None) -> str:
+def compare_runs(
+    runs: Sequence[str | Path],
+    out: str | Path,
+    labels: Sequence[str] | None = None,
+    ks: Sequence[int] = (1, 4),
+    reference: dict[str, dict[str, float]] | None = None,
+) -> str:
     """Write ``comparison.md``, ``comparison.png`` and (when runs have training logs) ``training.png``."""
     from milepost.evaluation.plots import plot_success_vs_distance
 
@@ -105,18 +119,25 @@ def compare_runs(runs: Sequence[str | Path], out: str | Path, labels: Sequence[s
     loaded = []
     curves: dict[str, list[tuple[int, float]]] = {}
     for label, run in zip(labels, runs):
-        meta, levels = load_levels(find_metrics(run))
+        _, levels = load_levels(find_metrics(run))
         loaded.append((label, levels))
         log = Path(run) / "metrics.jsonl"
         if log.is_file():
-            pts = [(int(r["iteration"]), float(r["rollout/success"])) for r in read_jsonl(log) if "iteration" in r]
+            pts = [
+                (int(r["iteration"]), float(r["rollout/success"]))
+                for r in read_jsonl(log)
+                if "iteration" in r
+            ]
             curves[label] = smooth(pts)
     table = comparison_table(loaded, ks, reference)
-    plot = plot_success_vs_distance(out_dir / "comparison.png", {lab: (lv, {}) for lab, lv in loaded},
-                                    "success against goal distance")
+    plot = plot_success_vs_distance(
+        out_dir / "comparison.png", {lab: (lv, {}) for lab, lv in loaded}, "success against goal distance"
+    )
     parts = ["# Comparison", "", table, f"![comparison]({plot.name})", ""]
     if curves:
-        plot_curves(out_dir / "training.png", curves, "rollout success (%)", "training curves (5-iteration mean)")
+        plot_curves(
+            out_dir / "training.png", curves, "rollout success (%)", "training curves (5-iteration mean)"
+        )
         parts += ["![training curves](training.png)", ""]
     text = "\n".join(parts)
     out_dir.mkdir(parents=True, exist_ok=True)

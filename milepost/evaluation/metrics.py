@@ -47,8 +47,12 @@ def wilson_interval(successes: float, trials: int, z: float = 1.96) -> tuple[flo
 
 
 def bootstrap_interval(
-    values: Sequence[float], statistic: Callable[[Sequence[float]], float] | None = None,
-    *, resamples: int = 1000, seed: int = 0, level: float = 0.95,
+    values: Sequence[float],
+    statistic: Callable[[Sequence[float]], float] | None = None,
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean (or ``statistic``) of per-task ``values``, resampling tasks."""
     if not values:
@@ -138,8 +142,10 @@ def level_metrics(
         if kind is not None:
             failures[kind] += 1
     subgoal_fraction = [
-        ep.meta.get("subgoals_completed", 0) / ep.meta["num_subgoals"] if ep.meta.get("num_subgoals") else
-        float(ep.success) for ep in episodes
+        ep.meta.get("subgoals_completed", 0) / ep.meta["num_subgoals"]
+        if ep.meta.get("num_subgoals")
+        else float(ep.success)
+        for ep in episodes
     ]
     return LevelMetrics(
         level=level,

@@ -28,12 +28,15 @@ def plot_success_vs_distance(
         color = f"C{i}"
         xs = [lv.mean_goal_distance for lv in levels]
         ys = [100 * lv.avg.value for lv in levels]
-        err = [[100 * (lv.avg.value - lv.avg.lo) for lv in levels], [100 * (lv.avg.hi - lv.avg.value) for lv in levels]]
+        err = [
+            [100 * (lv.avg.value - lv.avg.lo) for lv in levels],
+            [100 * (lv.avg.hi - lv.avg.value) for lv in levels],
+        ]
         ax.errorbar(xs, ys, yerr=err, marker="o", color=color, capsize=3, label=f"{label} (avg, 95% CI)")
         if by_distance:
             ds = list(by_distance)
             rates = [100 * s / n for s, n in by_distance.values()]
-            sizes = [8 + 2 * n ** 0.5 for _, n in by_distance.values()]
+            sizes = [8 + 2 * n**0.5 for _, n in by_distance.values()]
             ax.scatter(ds, rates, s=sizes, color=color, alpha=0.25, linewidths=0)
     ax.set_xlabel("goal distance d(s0, g) (atomic actions)")
     ax.set_ylabel("success (%)")
@@ -47,4 +50,3 @@ def plot_success_vs_distance(
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
-

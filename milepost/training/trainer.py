@@ -26,7 +26,12 @@ from milepost.backends.logprobs import sequence_logprobs
 from milepost.config import to_yaml
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import append_jsonl, atomic_write_text, read_jsonl
-from milepost.training.checkpoint import latest_checkpoint, load_checkpoint_state, save_checkpoint, write_run_config
+from milepost.training.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint_state,
+    save_checkpoint,
+    write_run_config,
+)
 from milepost.training.config import Phase, TrainConfig
 from milepost.training.losses import ISConfig, importance_weights, reinforce_loss
 from milepost.training.returns import advantages
@@ -63,10 +68,13 @@ def episode_rewards(ep: Episode, cfg: TrainConfig) -> tuple[torch.Tensor, torch.
     a segment at each turn that completed a subgoal); r_step_t = r_format_t + r_valid_t.
     """
     decomp = cfg.rl.subgoal_decomposition
-    traj = torch.tensor([
-        t.reward_terms["outcome"] + (cfg.rl.milestone_weight * t.reward_terms["milestone"] if decomp else 0.0)
-        for t in ep.turns
-    ])
+    traj = torch.tensor(
+        [
+            t.reward_terms["outcome"]
+            + (cfg.rl.milestone_weight * t.reward_terms["milestone"] if decomp else 0.0)
+            for t in ep.turns
+        ]
+    )
     step = torch.tensor([t.reward_terms["format"] + t.reward_terms["valid"] for t in ep.turns])
     cuts = torch.tensor([decomp and bool(t.new_subgoals) for t in ep.turns])
     return traj, step, cuts
@@ -79,8 +87,13 @@ def turn_samples(episodes: list[Episode], cfg: TrainConfig) -> list[TurnSample]:
     task_ids = sorted({ep.task_id for ep in usable})
     groups = [task_ids.index(ep.task_id) for ep in usable]
     adv = advantages(
-        [r[0] for r in rewards], [r[1] for r in rewards], gamma=cfg.rl.gamma, alpha=cfg.rl.alpha,
-        cuts=[r[2] for r in rewards], normalisation=cfg.rl.normalisation, groups=groups,
+        [r[0] for r in rewards],
+        [r[1] for r in rewards],
+        gamma=cfg.rl.gamma,
+        alpha=cfg.rl.alpha,
+        cuts=[r[2] for r in rewards],
+        normalisation=cfg.rl.normalisation,
+        groups=groups,
     )
     out = []
     for ep, a in zip(usable, adv):
@@ -98,8 +111,14 @@ def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
     return out
 
 
-def update(model: Any, optimizer: torch.optim.Optimizer, samples: list[TurnSample], cfg: TrainConfig, pad_id: int,
-           rng: random.Random) -> dict[str, float]:
+def update(
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    samples: list[TurnSample],
+    cfg: TrainConfig,
+    pad_id: int,
+    rng: random.Random,
+) -> dict[str, float]:
     """M minibatch steps over the iteration's turns; returns the loss and importance-weight statistics."""
     order = list(range(len(samples)))
     rng.shuffle(order)
@@ -110,13 +129,23 @@ def update(model: Any, optimizer: torch.optim.Optimizer, samples: list[TurnSampl
     stats = {"loss": 0.0, "kept": 0.0, "weight": 0.0, "grad_norm": 0.0, "turns": 0.0, "tokens": 0.0}
     device = next(model.parameters()).device
     model.train()
-    autocast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if cfg.bf16
-                else contextlib.nullcontext())
+    autocast = (
+        torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        if cfg.bf16
+        else contextlib.nullcontext()
+    )
     for chunk in chunks:
         batch = [samples[i] for i in chunk]
         with autocast:
-            logp = sequence_logprobs(model, [s.prompt_ids for s in batch], [s.completion_ids for s in batch],
-                                     a.temperature, a.top_p, a.top_k, pad_id=pad_id)  # (B, C)
+            logp = sequence_logprobs(
+                model,
+                [s.prompt_ids for s in batch],
+                [s.completion_ids for s in batch],
+                a.temperature,
+                a.top_p,
+                a.top_k,
+                pad_id=pad_id,
+            )  # (B, C)
         logp = logp.float()
         width = logp.shape[1]
         lengths = torch.tensor([len(s.completion_ids) for s in batch])
@@ -137,8 +166,14 @@ def update(model: Any, optimizer: torch.optim.Optimizer, samples: list[TurnSampl
         stats["tokens"] += int(lengths.sum())
     model.eval()
     n = max(stats["turns"], 1.0)
-    return {"loss": stats["loss"], "masked_frac": 1.0 - stats["kept"] / n, "mean_weight": stats["weight"] / n,
-            "grad_norm": stats["grad_norm"], "turns": stats["turns"], "tokens": stats["tokens"]}
+    return {
+        "loss": stats["loss"],
+        "masked_frac": 1.0 - stats["kept"] / n,
+        "mean_weight": stats["weight"] / n,
+        "grad_norm": stats["grad_norm"],
+        "turns": stats["turns"],
+        "tokens": stats["tokens"],
+    }
 
 
 def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
@@ -156,12 +191,23 @@ def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
     }
 
 
-def evaluate_policy(cfg: TrainConfig, backend: HFBackend, out: Path, label: str, progress: bool) -> dict[str, Any]:
+def evaluate_policy(
+    cfg: TrainConfig, backend: HFBackend, out: Path, label: str, progress: bool
+) -> dict[str, Any]:
     """Evaluate the in-memory policy on the dataset's test split (``cfg.eval``)."""
     settings = agent_settings(cfg)
-    spec = EvalSpec(env=cfg.env.name, data=cfg.data, policy=label, n=cfg.eval.n, ks=cfg.eval.ks,
-                    levels=cfg.eval.levels, limit=cfg.eval.limit, env_kwargs=cfg.env.env_kwargs(),
-                    settings=settings, seed=cfg.seed)
+    spec = EvalSpec(
+        env=cfg.env.name,
+        data=cfg.data,
+        policy=label,
+        n=cfg.eval.n,
+        ks=cfg.eval.ks,
+        levels=cfg.eval.levels,
+        limit=cfg.eval.limit,
+        env_kwargs=cfg.env.env_kwargs(),
+        settings=settings,
+        seed=cfg.seed,
+    )
     return evaluate(spec, out, progress=progress, policy=BackendPolicy(backend, settings))
 
 
@@ -173,8 +219,14 @@ def _truncate_metrics(path: Path, last_iteration: int) -> None:
     atomic_write_text(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
 
 
-def train_rl(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, progress: bool = True,
-             stop_after: int | None = None) -> Path:
+def train_rl(
+    cfg: TrainConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    stop_after: int | None = None,
+) -> Path:
     """Run REINFORCE from ``cfg.model`` (or resume ``out_dir``) and return the final model directory.
 
     ``stop_after`` ends the run after that many iterations as if it had been killed (for resume tests).
@@ -202,8 +254,13 @@ def train_rl(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pro
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
     policy = BackendPolicy(backend, settings)
     make = None
-    bar = tqdm(range(start, cfg.rl.iterations), desc=f"train [{cfg.name}]", disable=not progress, initial=start,
-               total=cfg.rl.iterations)
+    bar = tqdm(
+        range(start, cfg.rl.iterations),
+        desc=f"train [{cfg.name}]",
+        disable=not progress,
+        initial=start,
+        total=cfg.rl.iterations,
+    )
     for it in bar:
         phase = phase_at(cfg, it)
         if phase.levels not in pools:
@@ -222,8 +279,11 @@ def train_rl(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pro
         t2 = time.perf_counter()
         row: dict[str, Any] = {"iteration": it + 1, "phase": phase.levels, **rollout_stats(episodes)}
         row |= {f"train/{k}": v for k, v in upd.items()}
-        row |= {"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1,
-                "perf/rollout_share": (t1 - t0) / max(t2 - t0, 1e-9)}
+        row |= {
+            "perf/rollout_s": t1 - t0,
+            "perf/update_s": t2 - t1,
+            "perf/rollout_share": (t1 - t0) / max(t2 - t0, 1e-9),
+        }
         append_jsonl(run_dir / "metrics.jsonl", row)
         bar.set_postfix(success=f"{row['rollout/success']:.2f}", masked=f"{upd.get('masked_frac', 0):.2f}")
         done = it + 1

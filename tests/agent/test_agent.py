@@ -26,7 +26,7 @@ def test_parse_answer_parts() -> None:
     c = parse_answer("<think>unfinished thought ACTION: value(1, r1c1)")
     assert c.action == "" and c.think.startswith("unfinished")
     assert parse_answer("value(1, r1c1)").action == ""
-    assert parse_answer(format_answer("why", "move(B, up)", think="t")) .action == "move(B, up)"
+    assert parse_answer(format_answer("why", "move(B, up)", think="t")).action == "move(B, up)"
 
 
 @given(st.text(max_size=300))
@@ -56,8 +56,13 @@ def _tasks(n: int, empties: int) -> list:
 
 def test_oracle_solves_every_task_in_goal_distance_turns() -> None:
     tasks = _tasks(10, 8)
-    eps = run_episodes(lambda: SudokuEnv(size=4, max_steps=20), [Job(t) for t in tasks],
-                       ScriptedPolicy("oracle"), AgentSettings(batch_size=3), progress=False)
+    eps = run_episodes(
+        lambda: SudokuEnv(size=4, max_steps=20),
+        [Job(t) for t in tasks],
+        ScriptedPolicy("oracle"),
+        AgentSettings(batch_size=3),
+        progress=False,
+    )
     assert len(eps) == 10 and all(e.success and e.steps == 8 for e in eps)
     assert {e.task_id for e in eps} == {t.task_id for t in tasks}
     assert all(t.logprobs is None and t.state_key for e in eps for t in e.turns)
@@ -68,8 +73,14 @@ def test_noisy_oracle_format_errors_follow_the_binomial_tail() -> None:
     p, horizon, d = 0.7, 12, 8
     tasks = _tasks(50, d)
     jobs = [Job(t, s) for t in tasks for s in range(12)]
-    eps = run_episodes(lambda: SudokuEnv(size=4, max_steps=horizon), jobs,
-                       ScriptedPolicy("noisy-oracle", p, "format"), AgentSettings(), progress=False, seed=4)
+    eps = run_episodes(
+        lambda: SudokuEnv(size=4, max_steps=horizon),
+        jobs,
+        ScriptedPolicy("noisy-oracle", p, "format"),
+        AgentSettings(),
+        progress=False,
+        seed=4,
+    )
     rate = sum(e.success for e in eps) / len(eps)
     expected = sum(math.comb(horizon, k) * p**k * (1 - p) ** (horizon - k) for k in range(d, horizon + 1))
     sigma = math.sqrt(expected * (1 - expected) / len(eps))
@@ -80,15 +91,31 @@ def test_noisy_oracle_format_errors_follow_the_binomial_tail() -> None:
 def test_error_modes_do_what_they_say() -> None:
     tasks = _tasks(8, 8)
     jobs = [Job(t) for t in tasks]
-    wrong = run_episodes(lambda: SudokuEnv(size=4), jobs, ScriptedPolicy("noisy-oracle", 0.0, "wrong"),
-                         AgentSettings(), progress=False)
+    wrong = run_episodes(
+        lambda: SudokuEnv(size=4),
+        jobs,
+        ScriptedPolicy("noisy-oracle", 0.0, "wrong"),
+        AgentSettings(),
+        progress=False,
+    )
     # A legal wrong digit when one exists (a dead end), else an illegal move.
-    assert all(e.termination is TerminationReason.DEAD_END or e.turns[0].reward_terms["valid"] < 0 for e in wrong)
-    illegal = run_episodes(lambda: SudokuEnv(size=4, max_steps=3), jobs,
-                           ScriptedPolicy("noisy-oracle", 0.0, "illegal"), AgentSettings(), progress=False)
+    assert all(
+        e.termination is TerminationReason.DEAD_END or e.turns[0].reward_terms["valid"] < 0 for e in wrong
+    )
+    illegal = run_episodes(
+        lambda: SudokuEnv(size=4, max_steps=3),
+        jobs,
+        ScriptedPolicy("noisy-oracle", 0.0, "illegal"),
+        AgentSettings(),
+        progress=False,
+    )
     assert all(t.reward_terms["valid"] == -1.0 for e in illegal for t in e.turns)
-    rand = run_episodes(lambda: SudokuEnv(size=4), jobs, ScriptedPolicy("random"), AgentSettings(), progress=False)
-    assert all(t.reward_terms["valid"] == 0.0 and t.reward_terms["format"] == 0.0 for e in rand for t in e.turns)
+    rand = run_episodes(
+        lambda: SudokuEnv(size=4), jobs, ScriptedPolicy("random"), AgentSettings(), progress=False
+    )
+    assert all(
+        t.reward_terms["valid"] == 0.0 and t.reward_terms["format"] == 0.0 for e in rand for t in e.turns
+    )
 
 
 def test_same_seed_same_episodes() -> None:
@@ -96,8 +123,14 @@ def test_same_seed_same_episodes() -> None:
     pol = ScriptedPolicy("noisy-oracle", 0.6, "mixed")
 
     def play(seed: int) -> list:
-        eps = run_episodes(lambda: SudokuEnv(size=4), [Job(t, s) for t in tasks for s in range(2)], pol,
-                           AgentSettings(batch_size=5), progress=False, seed=seed)
+        eps = run_episodes(
+            lambda: SudokuEnv(size=4),
+            [Job(t, s) for t in tasks for s in range(2)],
+            pol,
+            AgentSettings(batch_size=5),
+            progress=False,
+            seed=seed,
+        )
         return sorted((e.task_id, e.sample, [t.text for t in e.turns]) for e in eps)
 
     assert play(1) == play(1)

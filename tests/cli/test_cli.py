@@ -44,7 +44,9 @@ def test_play_scripted_game(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert "Episode over: solved" in out
 
 
-def test_play_stops_at_end_of_input(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_play_stops_at_end_of_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     assert main(["play", "sudoku", "--size", "4"]) == 0
     assert "(end of input)" in capsys.readouterr().out
@@ -59,7 +61,9 @@ def test_play_stops_at_end_of_input(monkeypatch: pytest.MonkeyPatch, capsys: pyt
         (["play", "sudoku", "--action-mode", "zigzag"], "env.action_mode"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and err.startswith("milepost: error:")
@@ -68,7 +72,10 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys:
 def test_console_script_reports_errors_without_traceback() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "milepost", "play", "sudoku", "--level", "L0"],
-        capture_output=True, text=True, input="", timeout=120,
+        capture_output=True,
+        text=True,
+        input="",
+        timeout=120,
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "unknown level 'L0'" in proc.stderr

@@ -36,18 +36,45 @@ def _terms(fmt: float = 0.0, valid: float = 0.0) -> RewardTerms:
     return RewardTerms(outcome=0.0, format=fmt, valid=valid, milestone=0.0)
 
 
-def _turn(i: int, *, state: str = "s", action: str = "a", fmt: float = 0.0, valid: float = 0.0,
-          new: list[int] | None = None, correct: int = 0) -> Turn:
-    return Turn(index=i, observation="", text=f"ACTION: {action}{i if action == 'a' else ''}", actions=[],
-                reward=0.0, reward_terms=_terms(fmt, valid), subgoals_completed=[], remaining_distance=None,
-                state_key=f"{state}{i}" if state == "s" else state, new_subgoals=new or [],
-                correct_actions=correct, n_requested=0 if fmt else 1)
+def _turn(
+    i: int,
+    *,
+    state: str = "s",
+    action: str = "a",
+    fmt: float = 0.0,
+    valid: float = 0.0,
+    new: list[int] | None = None,
+    correct: int = 0,
+) -> Turn:
+    return Turn(
+        index=i,
+        observation="",
+        text=f"ACTION: {action}{i if action == 'a' else ''}",
+        actions=[],
+        reward=0.0,
+        reward_terms=_terms(fmt, valid),
+        subgoals_completed=[],
+        remaining_distance=None,
+        state_key=f"{state}{i}" if state == "s" else state,
+        new_subgoals=new or [],
+        correct_actions=correct,
+        n_requested=0 if fmt else 1,
+    )
 
 
 def _episode(turns: list[Turn], reason: TerminationReason, steps: list[int] | None = None) -> Episode:
-    return Episode(task_id="t", policy="p", sample=0, seed=0, termination=reason,
-                   success=reason is TerminationReason.SOLVED, goal_distance=5, steps=len(turns), turns=turns,
-                   meta={"subgoal_steps": steps if steps is not None else [3, 3]})
+    return Episode(
+        task_id="t",
+        policy="p",
+        sample=0,
+        seed=0,
+        termination=reason,
+        success=reason is TerminationReason.SOLVED,
+        goal_distance=5,
+        steps=len(turns),
+        turns=turns,
+        meta={"subgoal_steps": steps if steps is not None else [3, 3]},
+    )
 
 
 def test_stuck_detector_windows_and_repeats() -> None:
@@ -74,7 +101,9 @@ def test_failure_taxonomy_first_match_wins() -> None:
     two_errors = [_turn(0), _turn(1, fmt=-1.0), _turn(2, valid=-1.0)]
     progressing = _episode(two_errors, TerminationReason.BUDGET_EXHAUSTED, steps=[5])
     assert classify_failure(progressing) == "budget_exhausted"
-    looping = _episode([_turn(i, state="same") for i in range(3)], TerminationReason.BUDGET_EXHAUSTED, steps=[5])
+    looping = _episode(
+        [_turn(i, state="same") for i in range(3)], TerminationReason.BUDGET_EXHAUSTED, steps=[5]
+    )
     assert classify_failure(looping) == "stuck_midway"
     stalled = _episode([_turn(i) for i in range(4)], TerminationReason.BUDGET_EXHAUSTED, steps=[1])
     assert classify_failure(stalled) == "stuck_midway"
@@ -87,8 +116,10 @@ def test_level_metrics_on_known_counts() -> None:
     for task, wins in (("a", 2), ("b", 0)):
         for s in range(4):
             ok = s < wins
-            ep = _episode([_turn(0, correct=1), _turn(1, fmt=-1.0)],
-                          TerminationReason.SOLVED if ok else TerminationReason.BUDGET_EXHAUSTED)
+            ep = _episode(
+                [_turn(0, correct=1), _turn(1, fmt=-1.0)],
+                TerminationReason.SOLVED if ok else TerminationReason.BUDGET_EXHAUSTED,
+            )
             ep.task_id, ep.sample = task, s
             eps.append(ep)
     m = level_metrics("L1", eps, [1, 4], ceiling=lambda tid: tid == "a")

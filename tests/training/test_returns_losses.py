@@ -47,14 +47,21 @@ def test_advantage_combines_normalised_return_and_step_reward() -> None:
     assert [a.item() for a in adv] == pytest.approx([1.0 + 0.2, -1.0 - 0.2], abs=1e-5)
     raw = advantages([T([1.0]), T([0.0])], [T([0.0]), T([-1.0])], alpha=0.5, normalisation="none")
     assert [a.item() for a in raw] == pytest.approx([1.0, -0.5])
-    only_traj = advantages([T([0.0, 1.0]), T([0.0, 0.0])], [T([-1.0, 0.0]), T([0.0, 0.0])], gamma=1.0, alpha=0.0)
+    only_traj = advantages(
+        [T([0.0, 1.0]), T([0.0, 0.0])], [T([-1.0, 0.0]), T([0.0, 0.0])], gamma=1.0, alpha=0.0
+    )
     # Returns [1, 1, 0, 0] -> mean 0.5, std 0.5 -> [1, 1, -1, -1].
     assert torch.cat(only_traj).tolist() == pytest.approx([1.0, 1.0, -1.0, -1.0], abs=1e-5)
 
 
 def test_group_normalisation_uses_each_tasks_episodes() -> None:
-    adv = advantages([T([1.0]), T([0.0]), T([1.0]), T([1.0])], [T([0.0])] * 4, alpha=0.2,
-                     normalisation="group", groups=[0, 0, 1, 1])
+    adv = advantages(
+        [T([1.0]), T([0.0]), T([1.0]), T([1.0])],
+        [T([0.0])] * 4,
+        alpha=0.2,
+        normalisation="group",
+        groups=[0, 0, 1, 1],
+    )
     # Task 0: returns (1, 0) -> (+1, -1); task 1: all successes -> no signal.
     assert [a.item() for a in adv] == pytest.approx([1.0, -1.0, 0.0, 0.0], abs=1e-5)
     with pytest.raises(ValueError, match="one group id per episode"):

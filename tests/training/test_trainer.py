@@ -32,19 +32,42 @@ def data4(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for i in range(count):
             empties = rng.randint(3, 6)
             level = "S1" if empties <= 4 else "S2"
-            splits[split].append(make_task(*generate_easy(4, empties, 5, len(splits[split]) + 100 * (split == "test")),
-                                           level=level, split=split, index=i))
+            splits[split].append(
+                make_task(
+                    *generate_easy(4, empties, 5, len(splits[split]) + 100 * (split == "test")),
+                    level=level,
+                    split=split,
+                    index=i,
+                )
+            )
     return write_dataset(tmp_path_factory.mktemp("data") / "sudoku4", splits, {"seed": 5})
 
 
 def _cfg(model: Path | str, data: Path, **rl: object) -> TrainConfig:
     return TrainConfig(
-        name="t", model=str(model), data=str(data), env=EnvConfig(size=4, max_steps=8, render="cells"),
+        name="t",
+        model=str(model),
+        data=str(data),
+        env=EnvConfig(size=4, max_steps=8, render="cells"),
         agent=AgentConfig(memory_k=1, max_new_tokens=28),
         sft=SFTConfig(tasks=24, epochs=1.0, batch_size=8, lr=3e-3, warmup_steps=2),
-        rl=RLConfig(**({"iterations": 4, "tasks_per_iter": 3, "samples_per_task": 2, "minibatches": 2, "lr": 1e-3,
-                        "is_low": 0.5, "is_high": 2.0} | rl)),  # type: ignore[arg-type]
-        eval=EvalConfig(n=1, ks=[1], limit=3), threads=1, checkpoint_every=2,
+        rl=RLConfig(
+            **(
+                {
+                    "iterations": 4,
+                    "tasks_per_iter": 3,
+                    "samples_per_task": 2,
+                    "minibatches": 2,
+                    "lr": 1e-3,
+                    "is_low": 0.5,
+                    "is_high": 2.0,
+                }
+                | rl
+            )
+        ),  # type: ignore[arg-type]
+        eval=EvalConfig(n=1, ks=[1], limit=3),
+        threads=1,
+        checkpoint_every=2,
     )
 
 
@@ -96,10 +119,14 @@ def test_rl_resume_matches_the_uninterrupted_run(sft_model: Path, data4: Path, t
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     start = load_file(sft_model / "model.safetensors")
     assert not all(torch.equal(a[k], start[k]) for k in a), "RL made no update at all"
-    rows_full = [json.dumps({k: v for k, v in r.items() if not k.startswith("perf/")}, sort_keys=True)
-                 for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")]
-    rows_cut = [json.dumps({k: v for k, v in r.items() if not k.startswith("perf/")}, sort_keys=True)
-                for r in read_jsonl(tmp_path / "cut" / "metrics.jsonl")]
+    rows_full = [
+        json.dumps({k: v for k, v in r.items() if not k.startswith("perf/")}, sort_keys=True)
+        for r in read_jsonl(tmp_path / "full" / "metrics.jsonl")
+    ]
+    rows_cut = [
+        json.dumps({k: v for k, v in r.items() if not k.startswith("perf/")}, sort_keys=True)
+        for r in read_jsonl(tmp_path / "cut" / "metrics.jsonl")
+    ]
     assert rows_full == rows_cut and len(rows_full) == 4
     # The policy produced real turns and the importance weights are ~1 on the first minibatch.
     assert any(json.loads(r)["train/turns"] > 0 for r in rows_full)

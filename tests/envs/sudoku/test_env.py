@@ -65,7 +65,9 @@ def test_oracle_solves_with_one_milestone_per_box(task9: Task) -> None:
     while not (terminated or truncated):
         fill = oracle_fill(env.state)
         assert fill is not None
-        _, reward, terminated, truncated, info = env.step(f"<think>easy</think> REASON: forced. ACTION: {fill.text()}")
+        _, reward, terminated, truncated, info = env.step(
+            f"<think>easy</think> REASON: forced. ACTION: {fill.text()}"
+        )
         total += reward
         milestones += int(info["reward_terms"]["milestone"])
         assert info["correct_actions"] == 1
@@ -192,7 +194,7 @@ def test_unbounded_and_fixed_macro_modes(task4: Task) -> None:
     everything = "; ".join(_cell_text(i, sol[i], 4) for i in empties)
     env = SudokuEnv(size=4, action_mode="flexible")
     env.reset(options={"task": task4})
-    _, reward, terminated, _, info = env.step(everything)
+    _, _, terminated, _, info = env.step(everything)
     assert terminated and info["solved"] and info["steps"] == 1 and len(info["actions"]) == len(empties)
     fixed = SudokuEnv(size=4, action_mode="fixed", macro_n=2)
     fixed.reset(options={"task": task4})
@@ -215,10 +217,10 @@ def test_arbitrary_text_never_raises_and_errors_change_nothing(text: str) -> Non
 
 
 @settings(max_examples=200, deadline=None)
-@given(
-    digit=st.integers(-5, 15), row=st.integers(-2, 11), col=st.integers(-2, 11), cell_first=st.booleans()
-)
-def test_wellformed_actions_are_applied_or_rejected_cleanly(digit: int, row: int, col: int, cell_first: bool) -> None:
+@given(digit=st.integers(-5, 15), row=st.integers(-2, 11), col=st.integers(-2, 11), cell_first=st.booleans())
+def test_wellformed_actions_are_applied_or_rejected_cleanly(
+    digit: int, row: int, col: int, cell_first: bool
+) -> None:
     env = SudokuEnv(size=4, wrong_fill="continue")
     env.reset(seed=1)
     before = list(env.state.cells)
@@ -259,9 +261,19 @@ def test_bad_tasks_and_settings_are_one_line_errors(task4: Task) -> None:
         env.reset(options={"task": bad})
     with pytest.raises(InputError, match="is 4x4; this env is 9x9"):
         SudokuEnv().reset(options={"task": task4})
-    with pytest.raises(InputError, match="env.macro_k"):
+    with pytest.raises(InputError, match=r"env\.macro_k"):
         SudokuEnv(macro_k=3)
     with pytest.raises(InputError, match="unsupported size 5"):
         SudokuEnv(size=5)
     with pytest.raises(InputError, match="Rush Hour mode"):
         SudokuEnv(action_mode="slide")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=80))
+def test_observation_stays_in_the_text_space(text: str) -> None:
+    """Feedback quotes the answer back; unicode in it must not push the observation out of the space."""
+    env = SudokuEnv(size=4)
+    env.reset(seed=2)
+    obs, *_ = env.step(text)
+    assert env.observation_space.contains(obs)
