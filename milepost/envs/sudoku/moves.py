@@ -31,16 +31,22 @@ def oracle(rules: SudokuRules) -> tuple[str, str] | None:
 
 
 def oracle_sequence(rules: SudokuRules, count: int | None) -> list[tuple[str, str]]:
-    """Up to ``count`` oracle moves in a row (None: until solved), each planned on a copy of the state."""
-    state = rules.state.clone()
-    out: list[tuple[str, str]] = []
-    while count is None or len(out) < count:
-        fill = oracle_fill(state)
-        if fill is None:
-            break
-        single = state.candidates(fill.row * state.n + fill.col).bit_count() == 1
-        out.append((fill.text(), "only these digits fit." if single else "fewest options first."))
-        state._write(fill.row * state.n + fill.col, fill.digit)
+    """Up to ``count`` moves for one macro turn (None: no limit): every cell that is forced now (a naked
+    single of the current board), fewest-candidates order with ties by cell, else the oracle's single move.
+
+    Forced cells of one board never conflict (each must hold its solution digit), so all of them can go in
+    one turn; cells that become forced only after these fills wait for the next observation.
+    """
+    state = rules.state
+    n = state.n
+    forced = [c for c in range(n * n) if not state.cells[c] and state.candidates(c).bit_count() == 1]
+    if not forced:
+        single = oracle(rules)
+        return [single] if single is not None else []
+    out = []
+    for cell in forced[:count]:
+        fill = Fill(cell // n, cell % n, rules.solution[cell])
+        out.append((fill.text(), "these cells are forced."))
     return out
 
 

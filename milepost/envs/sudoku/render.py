@@ -50,16 +50,21 @@ def render_cells(state: SudokuState) -> str:
     return "\n".join("".join(str(d) if d else "." for d in cells[r * n : (r + 1) * n]) for r in range(n))
 
 
-def candidate_lines(state: SudokuState) -> list[str]:
-    """The legal digits of every empty cell, one line each (``r1c3: 1 2 4``; ``-`` when none is left)."""
+def candidate_lines(state: SudokuState, *, fewest_first: bool = False) -> list[str]:
+    """The legal digits of every empty cell, one line each (``r1c3: 1 2 4``; ``-`` when none is left).
+
+    Lines run in cell order, or with ``fewest_first`` by number of candidates (ties in cell order).
+    """
     n = state.n
-    lines = []
+    rows = []
     for cell in range(n * n):
         if not state.cells[cell]:
             mask = state.candidates(cell)
             digits = " ".join(str(d) for d in range(1, n + 1) if mask >> (d - 1) & 1)
-            lines.append(f"r{cell // n + 1}c{cell % n + 1}: {digits or '-'}")
-    return lines
+            rows.append((mask.bit_count() if fewest_first else 0, f"r{cell // n + 1}c{cell % n + 1}: {digits or '-'}"))
+    if fewest_first:
+        rows.sort(key=lambda r: r[0])  # stable: ties keep cell order
+    return [line for _, line in rows]
 
 
 def render_candidates(state: SudokuState) -> str:
@@ -68,9 +73,10 @@ def render_candidates(state: SudokuState) -> str:
 
 
 def render_hints(state: SudokuState) -> str:
-    """The compact board (one character per cell) followed by the candidate hints: the tiny-model view, where
-    a single step is learnable (read a cell with one candidate, write it) and horizon stays the variable."""
-    return "\n".join([render_cells(state), "Candidates:", *candidate_lines(state)])
+    """The compact board (one character per cell) followed by the candidate hints, fewest candidates first:
+    the tiny-model view (CPU profile), where one step is learnable (a forced cell heads the list) and the
+    number of steps, with its compounding errors, stays the variable under study."""
+    return "\n".join([render_cells(state), "Candidates:", *candidate_lines(state, fewest_first=True)])
 
 
 def render(state: SudokuState, style: str) -> str:
