@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from milepost.agent.memory import MemoryItem, SlidingWindowMemory
 from milepost.agent.parsing import parse_answer
-from milepost.agent.prompts import build_messages
+from milepost.agent.prompts import ANSWER_FORMAT, build_messages
 from milepost.backends.base import Backend, GenerationRequest, SamplingParams
 from milepost.types import Completion, Episode, Task, TerminationReason, Turn
 
@@ -71,9 +71,56 @@ class LiveEpisode:
     info: dict[str, Any]
     turns: list[Turn] = field(default_factory=list)
     plan: str | None = None
+    answer_format: str = ANSWER_FORMAT
+    agent_state: Any = None  # the agent's per-episode state (SGO: plan, tracker, events), None for plain
 
     def messages(self) -> list[dict[str, str]]:
-        return build_messages(self.env.goal_text(), self.observation, self.memory.items(), self.plan)
+        return build_messages(self.env.goal_text(), self.observation, self.memory.items(), self.plan,
+                              self.answer_format)
+
+
+class Agent(Protocol):
+    """What an agent kind adds around the policy: a plan in the prompt, and bookkeeping after each turn.
+
+    The policy answers; the agent only shapes the prompt (``ep.plan``, ``ep.answer_format``) and reads the
+    outcome, so the same policy plays as a plain or an SGO agent.
+    """
+
+    name: str
+
+    def start(self, ep: LiveEpisode) -> None:
+        """Called once after the environment was reset."""
+        ...
+
+    def before_turn(self, ep: LiveEpisode) -> None:
+        """Called before the policy answers each turn."""
+        ...
+
+    def after_turn(self, ep: LiveEpisode, turn: Turn, info: dict[str, Any]) -> None:
+        """Called after each answer was applied (``ep.observation`` is already the new observation)."""
+        ...
+
+    def finish(self, ep: LiveEpisode) -> dict[str, Any]:
+        """Called when the episode ends; the result is merged into ``Episode.meta``."""
+        ...
+
+
+class PlainAgent:
+    """The plain agent: goal, memory and observation only; adds nothing."""
+
+    name = "plain"
+
+    def start(self, ep: LiveEpisode) -> None:
+        pass
+
+    def before_turn(self, ep: LiveEpisode) -> None:
+        pass
+
+    def after_turn(self, ep: LiveEpisode, turn: Turn, info: dict[str, Any]) -> None:
+        pass
+
+    def finish(self, ep: LiveEpisode) -> dict[str, Any]:
+        return {}
 
 
 class Policy(Protocol):
@@ -121,6 +168,7 @@ def run_episodes(
     progress: bool = True,
     total: int | None = None,
     plan_for: Callable[[LiveEpisode], str | None] | None = None,
+    agent: Agent | None = None,
 ) -> list[Episode]:
     """Play every job to the end and return the episodes (also passed one by one to ``on_episode``).
 
@@ -133,8 +181,10 @@ def run_episodes(
         on_episode: called as each episode finishes (e.g. to append it to ``episodes.jsonl``).
         progress: show a progress bar of finished episodes.
         total: number of jobs, for the progress bar when ``jobs`` is an iterator.
-        plan_for: optional hook giving the plan text shown in the prompt (the SGO agent).
+        plan_for: optional hook giving a fixed plan text shown in the prompt.
+        agent: the agent kind around the policy (default: the plain agent).
     """
+    agent = agent if agent is not None else PlainAgent()
     pending: deque[Job] = deque(jobs)
     idle_envs: list[Any] = []
     live: list[LiveEpisode] = []
@@ -148,6 +198,7 @@ def run_episodes(
         obs, info = env.reset(seed=ep_seed, options={"task": job.task})
         ep = LiveEpisode(job, ep_seed, env, random.Random(ep_seed), SlidingWindowMemory(settings.memory_k),
                          obs, dict(info))
+        agent.start(ep)
         if plan_for is not None:
             ep.plan = plan_for(ep)
         return ep
@@ -164,6 +215,7 @@ def run_episodes(
                   "subgoal_steps": [g.estimated_steps for g in ep.env.subgoals],
                   "scripted": bool(getattr(policy, "scripted", False)), "env": ep.job.task.env},
         )
+        episode.meta.update(agent.finish(ep))
         finished.append(episode)
         idle_envs.append(ep.env)
         if on_episode is not None:
@@ -174,6 +226,8 @@ def run_episodes(
         while pending or live:
             while pending and len(live) < settings.batch_size:
                 live.append(start(pending.popleft()))
+            for ep in live:
+                agent.before_turn(ep)
             completions = policy.act(live)
             still: list[LiveEpisode] = []
             for ep, completion in zip(live, completions, strict=True):
@@ -185,7 +239,7 @@ def run_episodes(
                 obs_before = ep.observation
                 obs, reward, terminated, truncated, info = ep.env.step(completion.text)
                 parsed = parse_answer(completion.text)
-                ep.turns.append(Turn(
+                turn = Turn(
                     index=len(ep.turns), observation=obs_before, text=completion.text, actions=info["actions"],
                     reward=float(reward), reward_terms=info["reward_terms"],
                     subgoals_completed=list(info["subgoals_completed"]),
@@ -194,10 +248,12 @@ def run_episodes(
                     correct_actions=info["correct_actions"], error=info["error"],
                     n_requested=info["n_requested"], new_subgoals=list(info["new_subgoals"]),
                     state_key=state_key,
-                ))
+                )
+                ep.turns.append(turn)
                 ep.memory.add(MemoryItem(obs_before, parsed.reason, parsed.action or completion.text.strip(),
                                          info["error"]))
                 ep.observation, ep.info = obs, dict(info)
+                agent.after_turn(ep, turn, ep.info)
                 if terminated or truncated:
                     finish(ep, TerminationReason(info["termination_reason"]))
                 else:

@@ -11,6 +11,12 @@ from collections.abc import Sequence
 from milepost.agent.memory import MemoryItem
 
 ANSWER_FORMAT = "Answer as: <think>your reasoning</think> REASON: one short sentence ACTION: your action"
+# The SGO agent's format: the reflection (which subgoals are done, the current one, the next one) comes first,
+# in plan numbers, so that the validator can check the claims before the action is judged.
+SGO_ANSWER_FORMAT = (
+    "Answer as: <think>your reasoning</think> PROGRESS: done=N,N; current=N; next=N "
+    "REASON: one short sentence ACTION: your action"
+)
 
 
 def build_messages(

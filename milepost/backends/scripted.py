@@ -11,14 +11,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from milepost.agent.parsing import format_answer
 from milepost.backends.base import NOISE_MODES, PolicySpec
 from milepost.errors import InputError
 from milepost.registry import Registry
 from milepost.types import Completion
-
 
 # Per-environment move sources: modules with oracle(rules) -> (action, reason) | None,
 # illegal(rules, rng) -> str, wrong(rules, rng) -> str | None, random_legal(rules, rng) -> str | None,
@@ -35,6 +34,16 @@ def _register_moves() -> None:
 
 
 _register_moves()
+
+
+@runtime_checkable
+class Guide(Protocol):
+    """An agent's per-episode state that tells demonstrators what a correct answer holds beyond the move (the
+    SGO agent: the true PROGRESS line, and a move toward the current subgoal)."""
+
+    def progress_line(self) -> str: ...
+
+    def oracle_action(self, env: Any, **style: Any) -> tuple[str, str] | None: ...
 
 
 class ScriptedEpisode(Protocol):
@@ -58,6 +67,8 @@ class ScriptedPolicy:
         tokenizer: optional Hugging Face tokenizer used to give completions token ids.
         prompt_encoder: optional function from chat messages to the prompt token ids a model would see
             (e.g. ``HFBackend.encode``); SFT demonstrations need it so prompts match the policy's exactly.
+        style: keyword options of the environment's oracle text (Sudoku: ``{"cell_first": True}`` writes
+            ``value(rXcY, n)``, the order a small model learns sooner).
     """
 
     def __init__(
@@ -67,6 +78,7 @@ class ScriptedPolicy:
         mode: str = "mixed",
         tokenizer: Any = None,
         prompt_encoder: Callable[[list[dict[str, str]]], list[int]] | None = None,
+        style: dict[str, Any] | None = None,
     ) -> None:
         if kind not in ("oracle", "noisy-oracle", "random"):
             raise InputError(f"unknown scripted policy {kind!r} (known: oracle, noisy-oracle, random)")
@@ -76,18 +88,23 @@ class ScriptedPolicy:
             raise InputError(f"noisy-oracle: unknown error mode {mode!r} (known: {', '.join(NOISE_MODES)})")
         self.kind, self.p, self.mode, self.tokenizer = kind, p, mode, tokenizer
         self.prompt_encoder = prompt_encoder
+        self.style = dict(style or {})
         self.name = kind if kind != "noisy-oracle" else f"noisy-oracle:{p:g}:{mode}"
         self.scripted = True
 
-    def answer(self, env: Any, rng: random.Random) -> str:
-        """The answer text for the env's current state."""
+    def answer(self, env: Any, rng: random.Random, guide: Guide | None = None) -> str:
+        """The answer text for the env's current state (with the guide's PROGRESS line first, when given)."""
+        text = self._answer(env, rng, guide)
+        return f"{guide.progress_line()} {text}" if guide is not None else text
+
+    def _answer(self, env: Any, rng: random.Random, guide: Guide | None) -> str:
         moves = MOVES.get(_env_name(env))
         rules = env.rules
         if self.kind == "random":
             action = moves.random_legal(rules, rng)
             return format_answer("a random legal move.", action) if action else moves.malformed(rng)
         if self.kind == "oracle" or rng.random() < self.p:
-            return self._oracle_answer(env, moves, rng)
+            return self._oracle_answer(env, moves, rng, guide)
         mode = self.mode if self.mode != "mixed" else rng.choice(("format", "illegal", "wrong"))
         if mode == "format":
             return moves.malformed(rng)
@@ -97,15 +114,17 @@ class ScriptedPolicy:
                 return format_answer("this move looks fine.", action)
         return format_answer("this move looks fine.", moves.illegal(rules, rng))
 
-    @staticmethod
-    def _oracle_answer(env: Any, moves: ModuleType, rng: random.Random) -> str:
-        """The oracle's answer: one move, or in macro modes as many as the mode allows (fixed n: exactly n)."""
+    def _oracle_answer(self, env: Any, moves: ModuleType, rng: random.Random, guide: Guide | None = None) -> str:
+        """The oracle's answer: one move (toward the guide's current subgoal when it names one), or in macro
+        modes as many as the mode allows (fixed n: exactly n)."""
         mode = env.action_mode
         rules = env.rules
         if mode.kind in ("atomic", "slide"):
-            found = moves.oracle(rules)
+            found = (guide.oracle_action(env, **self.style) if guide is not None else None) or moves.oracle(
+                rules, **self.style
+            )
             return format_answer(found[1], found[0]) if found is not None else moves.malformed(rng)
-        steps = moves.oracle_sequence(rules, mode.max_actions)
+        steps = moves.oracle_sequence(rules, mode.max_actions, **self.style)
         if not steps:
             return moves.malformed(rng)
         actions = [a for a, _ in steps]
@@ -117,7 +136,8 @@ class ScriptedPolicy:
     def act(self, episodes: Sequence[ScriptedEpisode]) -> list[Completion]:
         out = []
         for ep in episodes:
-            text = self.answer(ep.env, ep.rng)
+            guide = getattr(ep, "agent_state", None)
+            text = self.answer(ep.env, ep.rng, guide if isinstance(guide, Guide) else None)
             ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer is not None else []
             prompt = self.prompt_encoder(ep.messages()) if self.prompt_encoder is not None else []
             out.append(Completion(prompt_ids=prompt, completion_ids=ids, logprobs=None, text=text,

@@ -22,7 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--split", default="test")
     p.add_argument("--policy", required=True,
                    help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random")
-    p.add_argument("--agent", default="plain", help="agent kind: plain")
+    p.add_argument("--agent", default="plain", choices=("plain", "sgo"),
+                   help="agent kind: plain, or sgo (subgoal planning, reflection, validation, replan / skip)")
+    p.add_argument("--planner", default="programmatic",
+                   help="sgo: programmatic | llm:SPEC (SPEC = hf:PATH | openai:MODEL@BASE_URL)")
+    p.add_argument("--judge", default=None, help="sgo: LLM judge backend (hf:PATH | openai:MODEL@BASE_URL)")
+    p.add_argument("--max-replans", type=int, default=2, help="sgo: replans per episode at most")
     p.add_argument("--n", type=int, default=4, help="samples per task (n >= every k)")
     p.add_argument("--k", type=_int_list, default=[1, 4], help="pass@k values, e.g. 1,4")
     p.add_argument("--levels", default=None, help="only these levels (e.g. L1-L3 or 4-6,7-9)")
@@ -61,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     spec = EvalSpec(
         env=args.env, data=args.data, policy=args.policy, split=args.split, agent=args.agent, n=args.n,
         ks=args.k, levels=args.levels, limit=args.limit, env_kwargs=env_kwargs, settings=settings, seed=args.seed,
+        planner=args.planner, judge=args.judge, max_replans=args.max_replans,
     )
     evaluate(spec, args.out, progress=not args.no_progress)
     from pathlib import Path

@@ -55,9 +55,35 @@ def failure_table(levels: Sequence[LevelMetrics]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Rows of the SGO table: (label, counter), shown per level as totals; shares are computed below the table.
+SGO_ROWS = (
+    ("episodes", "episodes"), ("plans from the programmatic planner", "plan_programmatic"),
+    ("plans from the LLM planner", "plan_llm"), ("LLM plans rejected (fallback used)", "plan_fallback"),
+    ("replans", "replans"), ("skips", "skips"), ("claims checked", "claims"),
+    ("claims accepted", "claims_accepted"), ("claims rejected (hallucinated progress)", "claims_rejected"),
+    ("claims unverifiable", "claims_unverifiable"),
+    ("judge calls", "judge_calls"), ("judge disagreements with a predicate", "judge_disagreements"),
+    ("turns with a PROGRESS line", "progress_lines"), ("turns", "turns"),
+    ("plan items done / planned", "items"),
+)
+
+
+def sgo_table(stats: dict[str, dict[str, int]], levels: Sequence[str]) -> str:
+    """SGO statistics per level and overall (totals over episodes)."""
+    columns = [lv for lv in levels if lv in stats] + ["all"]
+    lines = ["| SGO | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    for label, key in SGO_ROWS:
+        if key == "items":
+            cells = [f"{stats[c].get('items_done', 0)} / {stats[c].get('items', 0)}" for c in columns]
+        else:
+            cells = [str(stats[c].get(key, 0)) for c in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render_report(meta: dict[str, Any], levels: Sequence[LevelMetrics], ks: Sequence[int], ranges: dict[str, str],
-                  plot_name: str | None) -> str:
-    """The whole Markdown report of one evaluation run."""
+                  plot_name: str | None, sgo: dict[str, dict[str, int]] | None = None) -> str:
+    """The whole Markdown report of one evaluation run (with the SGO statistics when ``sgo`` is given)."""
     policy = meta.get("policy", "?")
     label = " (scripted baseline)" if meta.get("scripted") else ""
     parts = [
@@ -74,6 +100,9 @@ def render_report(meta: dict[str, Any], levels: Sequence[LevelMetrics], ks: Sequ
         "",
         failure_table(levels),
     ]
+    if sgo:
+        parts += [f"### SGO agent (planner `{meta.get('planner')}`, judge `{meta.get('judge')}`)", "",
+                  sgo_table(sgo, [lv.level for lv in levels])]
     if plot_name:
         parts += [f"![success against goal distance]({plot_name})", ""]
     return "\n".join(parts)

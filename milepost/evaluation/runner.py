@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from milepost.agent.loop import AgentSettings, BackendPolicy, Job, run_episodes
-from milepost.backends.base import make_backend, parse_policy_spec
+from milepost.agent.loop import Agent, AgentSettings, BackendPolicy, Job, run_episodes
+from milepost.backends.base import Backend, make_backend, parse_policy_spec
 from milepost.backends.scripted import MOVES, scripted_policy
 from milepost.datasets import load_tasks
 from milepost.envs import make_env
@@ -24,10 +24,16 @@ from milepost.errors import InputError
 from milepost.evaluation.metrics import LevelMetrics, level_metrics, success_by_distance
 from milepost.evaluation.plots import plot_success_vs_distance
 from milepost.evaluation.report import render_report
+from milepost.evaluation.tiers import PLOT_NAME as TIER_PLOT
+from milepost.evaluation.tiers import tier_breakdown
 from milepost.io import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl
 from milepost.types import Episode, Task
 
 EPISODES = "episodes.jsonl"
+AGENTS = ("plain", "sgo")
+# EvalSpec fields that only the SGO agent reads: left out of a plain run's identity, so that plain run folders
+# written before they existed still resume.
+SGO_FIELDS = ("planner", "judge", "max_replans")
 
 
 @dataclass
@@ -46,14 +52,24 @@ class EvalSpec:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     settings: AgentSettings = field(default_factory=AgentSettings)
     seed: int = 0
+    planner: str = "programmatic"
+    """SGO: programmatic | llm:SPEC (SPEC = hf:PATH | openai:MODEL@URL)"""
+    judge: str | None = None
+    """SGO: optional LLM judge backend spec"""
+    max_replans: int = 2
+    """SGO: replans per episode at most"""
 
     def __post_init__(self) -> None:
         if self.n < 1:
             raise InputError(f"--n must be >= 1, got {self.n}")
         if not self.ks or any(k < 1 or k > self.n for k in self.ks):
             raise InputError(f"--k values must lie in 1..n={self.n}, got {self.ks}")
-        if self.agent != "plain":
-            raise InputError(f"unknown agent {self.agent!r} (known: plain)")
+        if self.agent not in AGENTS:
+            raise InputError(f"unknown agent {self.agent!r} (known: {', '.join(AGENTS)})")
+        if self.agent == "plain" and (self.planner != "programmatic" or self.judge is not None):
+            raise InputError("--planner and --judge need --agent sgo")
+        if self.max_replans < 0:
+            raise InputError(f"--max-replans must be >= 0, got {self.max_replans}")
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
 
@@ -61,6 +77,9 @@ class EvalSpec:
         """The fields that must match for a rerun to resume (batch size and progress do not matter)."""
         data = dataclasses.asdict(self)
         data["settings"].pop("batch_size", None)
+        if self.agent == "plain":
+            for key in SGO_FIELDS:
+                data.pop(key)
         return data
 
 
@@ -94,11 +113,37 @@ def build_policy(spec: EvalSpec) -> Any:
     return BackendPolicy(make_backend(parsed), spec.settings)
 
 
-def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, policy: Any = None) -> dict[str, Any]:
+def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
+    """The agent ``spec.agent`` names (None: plain). A planner or judge spec equal to the policy's reuses the
+    policy's loaded backend instead of loading the model twice."""
+    if spec.agent == "plain":
+        return None
+    from milepost.planning import FallbackPolicy, LLMJudge, SGOAgent, SGOConfig, make_planner
+
+    def backend_for(backend_spec: str) -> Backend:
+        own = getattr(policy, "backend", None)
+        if own is not None and str(parse_policy_spec(spec.policy)) == backend_spec:
+            return own
+        return make_backend(backend_spec)
+
+    planner = make_planner(spec.planner, backend_for)
+    judge = None
+    if spec.judge is not None:
+        parsed = parse_policy_spec(spec.judge)
+        if parsed.kind not in ("hf", "openai"):
+            raise InputError(
+                f"--judge {spec.judge!r}: the judge needs a model backend (hf:PATH or openai:MODEL@URL)"
+            )
+        judge = LLMJudge(backend_for(str(parsed)))
+    return SGOAgent(planner, judge, SGOConfig(fallback=FallbackPolicy(max_replans=spec.max_replans)))
+
+
+def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, policy: Any = None,
+             agent: Agent | None = None) -> dict[str, Any]:
     """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``.
 
     ``policy`` overrides the one ``spec.policy`` names (the trainer evaluates its in-memory model this way;
-    ``spec.policy`` is then only the label).
+    ``spec.policy`` is then only the label); ``agent`` likewise overrides the agent ``spec`` describes.
     """
     out = Path(out_dir)
     tasks = select_tasks(spec)
@@ -120,10 +165,11 @@ def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, poli
     jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
     if jobs:
         policy = policy if policy is not None else build_policy(spec)
+        agent = agent if agent is not None else build_agent(spec, policy)
         run_episodes(
             lambda: make_env(spec.env, size=size, **spec.env_kwargs), jobs, policy, spec.settings,
             seed=spec.seed, on_episode=lambda ep: append_jsonl(out / EPISODES, ep.to_dict()),
-            progress=progress, total=len(jobs),
+            progress=progress, total=len(jobs), agent=agent,
         )
     wanted_ids = {t.task_id for t in tasks}
     episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)]
@@ -149,12 +195,27 @@ def summarise(spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: P
         **spec.identity(), "max_steps": max_steps, "temperature": spec.settings.temperature, "scripted": scripted,
         "episodes": len(episodes),
     }
-    result = {"meta": meta, "levels": [m.to_dict() for m in metrics],
-              "success_by_distance": {str(d): v for d, v in success_by_distance(episodes).items()}}
+    by_distance = {str(d): v for d, v in success_by_distance(episodes).items()}
+    result: dict[str, Any] = {"meta": meta, "levels": [m.to_dict() for m in metrics],
+                              "success_by_distance": by_distance}
+    sgo = None
+    if spec.agent == "sgo":
+        from milepost.planning import summarise_sgo
+
+        sgo = summarise_sgo(episodes)
+        result["sgo"] = sgo
+    # Success per (level, technique tier) when the tasks mix tiers (the paper's Figure 12); else nothing.
+    tiers = tier_breakdown(tasks, episodes, order, spec.ks, ceiling=fits.__getitem__, seed=spec.seed)
+    if tiers is not None:
+        result["tiers"] = tiers.to_dict()
     atomic_write_json(out / "metrics.json", result)
     label = spec.policy + (" (scripted baseline)" if scripted else "")
     plot = plot_success_vs_distance(out / "success.png", {label: (metrics, success_by_distance(episodes))},
                                     f"{spec.env}: success against goal distance")
-    atomic_write_text(out / "report.md", render_report(meta, metrics, spec.ks, ranges, plot.name))
+    report = render_report(meta, metrics, spec.ks, ranges, plot.name, sgo=sgo)
+    if tiers is not None:
+        tier_plot = tiers.plot(out / TIER_PLOT, f"{spec.env}: success against goal distance by tier")
+        report += "\n" + tiers.markdown(spec.ks, ranges, tier_plot.name)
+    atomic_write_text(out / "report.md", report)
     result["table"] = metrics
     return result

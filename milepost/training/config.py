@@ -21,8 +21,12 @@ class AgentConfig:
     top_k: int = 0
     max_new_tokens: int = 64
     """response tokens per turn at most"""
+    agent_kind: str = "plain"
+    """plain | sgo (prompts carry the programmatic plan and progress; answers begin with a PROGRESS line)"""
 
     def __post_init__(self) -> None:
+        if self.agent_kind not in ("plain", "sgo"):
+            raise ValueError(f"agent.agent_kind: {self.agent_kind!r} is not one of plain, sgo")
         if self.memory_k < 0:
             raise ValueError(f"agent.memory_k: must be >= 0, got {self.memory_k}")
         if self.temperature <= 0:
@@ -110,6 +114,8 @@ class SFTConfig:
     """share of demonstration tasks played in flexible macro mode (up to ``macro_k`` actions per turn), so one
     checkpoint serves both the atomic and the macro arms"""
     macro_k: int = 4
+    cell_first: bool = False
+    """Sudoku demonstrations write value(rXcY, n): the cell before the digit, which small models learn sooner"""
     epochs: float = 2.0
     batch_size: int = 32
     lr: float = 1e-3

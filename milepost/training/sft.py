@@ -5,6 +5,9 @@ exactly what the policy sees later (goal, sliding-window memory, observation, ch
 ``sft.noise`` > 0 some turns are answered with an error instead (a malformed answer or an illegal move) and
 only the oracle's own turns become targets: the model then learns to act after a rejected answer, which
 oracle-only data never shows it. The loss covers the response tokens only (prompt tokens are masked).
+With ``agent.agent_kind: sgo`` the episodes run through the SGO agent (programmatic planner): prompts carry
+the plan and progress exactly as at evaluation, and the oracle's answers begin with a correct PROGRESS line
+and move toward the current subgoal (a milestone-conditioned policy).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from milepost.agent.loop import AgentSettings, Job, run_episodes
+from milepost.agent.loop import Agent, AgentSettings, Job, run_episodes
 from milepost.agent.memory import MemoryItem
 from milepost.agent.prompts import build_messages
 from milepost.backends.base import GenerationRequest
@@ -82,11 +85,21 @@ def agent_settings(cfg: TrainConfig, batch_size: int = 64) -> AgentSettings:
                          max_new_tokens=a.max_new_tokens, batch_size=batch_size)
 
 
+def make_agent(cfg: TrainConfig) -> Agent | None:
+    """The agent of ``agent.agent_kind`` (None: plain); SGO demonstrations use the programmatic planner."""
+    if cfg.agent.agent_kind == "sgo":
+        from milepost.planning import SGOAgent
+
+        return SGOAgent()
+    return None
+
+
 def prompt_corpus(cfg: TrainConfig) -> list[str]:
     """Agent prompts of the configured environment (goal, memory, observation), for fitting a tiny tokenizer.
 
     The backends' default corpus knows the environments' own text but not the agent's prompt wording, which
-    lives a layer above them; without these texts its phrases would cost a token per character.
+    lives a layer above them; without these texts its phrases would cost a token per character. With the SGO
+    agent the corpus also holds its checklists and PROGRESS lines.
     """
     out = []
     make = env_factory(cfg, cfg.env.size)
@@ -95,6 +108,10 @@ def prompt_corpus(cfg: TrainConfig) -> list[str]:
         obs, _ = env.reset(seed=seed)
         memory = [MemoryItem(obs, "only 1 fits r1c1.", "value(1, r1c1)", "r1c1 is already filled")]
         out += [m["content"] for m in build_messages(env.goal_text(), obs, memory)]
+    if cfg.agent.agent_kind == "sgo":
+        from milepost.planning.sgo import corpus_texts
+
+        out += corpus_texts([make() for _ in range(4)])
     return out
 
 
@@ -120,11 +137,12 @@ def demonstrations(cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, 
     def encode(messages: list[dict[str, str]]) -> list[int]:
         return backend.encode(GenerationRequest(messages=messages))
 
+    style = {"cell_first": True} if cfg.sft.cell_first and cfg.env.name == "sudoku" else {}
     if cfg.sft.noise > 0:
         policy = ScriptedPolicy("noisy-oracle", 1.0 - cfg.sft.noise, "illegal", tokenizer=backend.tokenizer,
-                                prompt_encoder=encode)
+                                prompt_encoder=encode, style=style)
     else:
-        policy = ScriptedPolicy("oracle", tokenizer=backend.tokenizer, prompt_encoder=encode)
+        policy = ScriptedPolicy("oracle", tokenizer=backend.tokenizer, prompt_encoder=encode, style=style)
     n_macro = round(cfg.sft.macro_share * len(tasks))
     episodes = []
     for part, macro in ((tasks[n_macro:], False), (tasks[:n_macro], True)):
@@ -135,7 +153,7 @@ def demonstrations(cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, 
             env_cfg = dataclasses.replace(cfg.env, action_mode="flexible", macro_k=cfg.sft.macro_k, macro_n=None)
         make = env_factory(dataclasses.replace(cfg, env=env_cfg), part[0].size)
         episodes += run_episodes(make, [Job(t) for t in part], policy, agent_settings(cfg), seed=cfg.seed,
-                                 progress=progress)
+                                 progress=progress, agent=make_agent(cfg))
     examples = []
     for ep in episodes:
         for turn in ep.turns:

@@ -35,7 +35,7 @@ from milepost.training.checkpoint import (
 from milepost.training.config import Phase, TrainConfig
 from milepost.training.losses import ISConfig, importance_weights, reinforce_loss
 from milepost.training.returns import advantages
-from milepost.training.sft import agent_settings, env_factory, load_policy, select_tasks
+from milepost.training.sft import agent_settings, env_factory, load_policy, make_agent, select_tasks
 from milepost.types import Episode
 
 
@@ -207,8 +207,9 @@ def evaluate_policy(
         env_kwargs=cfg.env.env_kwargs(),
         settings=settings,
         seed=cfg.seed,
+        agent=cfg.agent.agent_kind,
     )
-    return evaluate(spec, out, progress=progress, policy=BackendPolicy(backend, settings))
+    return evaluate(spec, out, progress=progress, policy=BackendPolicy(backend, settings), agent=make_agent(cfg))
 
 
 def _truncate_metrics(path: Path, last_iteration: int) -> None:
@@ -272,7 +273,9 @@ def train_rl(
         tasks = rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool)))
         jobs = [Job(t, s) for t in tasks for s in range(cfg.rl.samples_per_task)]
         t0 = time.perf_counter()
-        episodes = run_episodes(make, jobs, policy, settings, seed=cfg.seed * 1_000_003 + it, progress=False)
+        episodes = run_episodes(
+            make, jobs, policy, settings, seed=cfg.seed * 1_000_003 + it, progress=False, agent=make_agent(cfg)
+        )
         t1 = time.perf_counter()
         samples = turn_samples(episodes, cfg)
         upd = update(model, optimizer, samples, cfg, backend.pad_id, rng) if samples else {}

@@ -15,7 +15,7 @@ from milepost.envs.sudoku.state import Fill
 from milepost.types import Task
 
 
-def oracle(rules: SudokuRules) -> tuple[str, str] | None:
+def oracle(rules: SudokuRules, cell_first: bool = False) -> tuple[str, str] | None:
     """The solver's next move (fewest-candidate empty cell, its solution digit) and its justification."""
     state = rules.state
     fill = oracle_fill(state)
@@ -23,14 +23,16 @@ def oracle(rules: SudokuRules) -> tuple[str, str] | None:
         return None
     cell = f"r{fill.row + 1}c{fill.col + 1}"
     # Short on purpose: SFT teaches these reasons to tiny models, whose every generated token costs time.
-    if state.candidates(fill.row * state.n + fill.col).bit_count() == 1:
-        reason = f"only {fill.digit} fits {cell}."
+    # Cell-first text names the cell before committing to a digit, which a small model learns far sooner.
+    single = state.candidates(fill.row * state.n + fill.col).bit_count() == 1
+    if cell_first:
+        reason = f"{cell} can only be {fill.digit}." if single else f"{cell} has fewest options: {fill.digit}."
     else:
-        reason = f"{cell} has fewest options; {fill.digit}."
-    return fill.text(), reason
+        reason = f"only {fill.digit} fits {cell}." if single else f"{cell} has fewest options; {fill.digit}."
+    return fill.text(cell_first), reason
 
 
-def oracle_sequence(rules: SudokuRules, count: int | None) -> list[tuple[str, str]]:
+def oracle_sequence(rules: SudokuRules, count: int | None, cell_first: bool = False) -> list[tuple[str, str]]:
     """Up to ``count`` moves for one macro turn (None: no limit): every cell that is forced now (a naked
     single of the current board), fewest-candidates order with ties by cell, else the oracle's single move.
 
@@ -41,12 +43,12 @@ def oracle_sequence(rules: SudokuRules, count: int | None) -> list[tuple[str, st
     n = state.n
     forced = [c for c in range(n * n) if not state.cells[c] and state.candidates(c).bit_count() == 1]
     if not forced:
-        single = oracle(rules)
+        single = oracle(rules, cell_first)
         return [single] if single is not None else []
     out = []
     for cell in forced[:count]:
         fill = Fill(cell // n, cell % n, rules.solution[cell])
-        out.append((fill.text(), "these cells are forced."))
+        out.append((fill.text(cell_first), "these cells are forced."))
     return out
 
 

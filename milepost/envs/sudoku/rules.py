@@ -216,7 +216,7 @@ class SudokuRules:
         return (
             f"Solve this {n}x{n} Sudoku: fill every empty cell ('.') so that each row, each column and each "
             f"{geo.box_rows}x{geo.box_cols} box holds the digits 1-{n} exactly once. "
-            f"An action writes digit n into row X, column Y: value(n, rXcY). {how}"
+            f"An action writes digit n into row X, column Y: value(n, rXcY) or value(rXcY, n). {how}"
         )
 
 

@@ -26,7 +26,10 @@ class Fill(NamedTuple):
     col: int
     digit: int
 
-    def text(self) -> str:
+    def text(self, cell_first: bool = False) -> str:
+        """``value(n, rXcY)`` (the paper's order) or, with ``cell_first``, ``value(rXcY, n)``."""
+        if cell_first:
+            return f"value(r{self.row + 1}c{self.col + 1}, {self.digit})"
         return f"value({self.digit}, r{self.row + 1}c{self.col + 1})"
 
 

@@ -1,0 +1,58 @@
+"""Milestone-conditioned SFT data: with ``agent.agent_kind: sgo`` the demonstrations carry the plan and
+progress in the prompt and a correct PROGRESS line in the answer, exactly as the SGO agent sees them."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from milepost.backends.hf import HFBackend
+from milepost.config import EnvConfig, load_config
+from milepost.errors import InputError
+from milepost.planning import parse_progress
+from milepost.training.config import AgentConfig, SFTConfig, TrainConfig
+from milepost.training.sft import demonstrations, prompt_corpus
+from tests.planning.fakes import sudoku_tasks
+
+
+def _cfg(kind: str) -> TrainConfig:
+    return TrainConfig(
+        model="unused",
+        data="unused",
+        env=EnvConfig(size=4, max_steps=12, render="cells"),
+        agent=AgentConfig(memory_k=1, agent_kind=kind),
+        sft=SFTConfig(tasks=4),
+        threads=1,
+    )
+
+
+def test_sgo_demonstrations_condition_on_the_plan(tiny_model_dir: Path) -> None:
+    backend = HFBackend(tiny_model_dir)
+    tasks = sudoku_tasks(3, 8, seed=11)
+    plain = demonstrations(_cfg("plain"), tasks, backend, progress=False)
+    sgo = demonstrations(_cfg("sgo"), tasks, backend, progress=False)
+    assert len(plain) == len(sgo) == 3 * 8
+    for example in sgo:
+        prompt = backend.decode(example.prompt_ids)
+        answer = backend.decode(example.completion_ids)
+        assert "Plan:\n1. [" in prompt and "[current]" in prompt and "PROGRESS: done=N,N" in prompt
+        claim = parse_progress(answer)
+        assert claim.present and claim.current is not None
+        # The prompt's current subgoal is the one the answer names.
+        assert f"{claim.current}. [current]" in prompt
+    assert all("Plan:" not in backend.decode(e.prompt_ids) for e in plain)
+    # The moves are the same oracle's: only their order within the plan and the reflection differ.
+    rng = random.Random(0)
+    sample = rng.choice(sgo)
+    assert "ACTION: value(" in backend.decode(sample.completion_ids)
+
+
+def test_agent_kind_is_validated_and_feeds_the_tokenizer_corpus() -> None:
+    with pytest.raises(InputError, match=r"agent\.agent_kind"):
+        load_config(TrainConfig, None, ["agent.agent_kind=clever"])
+    corpus = prompt_corpus(_cfg("sgo"))
+    assert any(text.startswith("Plan:\n1. [current]") for text in corpus)
+    assert any(text.startswith("PROGRESS: done=") for text in corpus)
+    assert not any("Plan:" in text for text in prompt_corpus(_cfg("plain")))
