@@ -21,7 +21,7 @@ from milepost.training.trainer import train_rl
 
 # First three SFT losses of the seeded run below (tiny 0.5M Qwen3, seed 0). A change to the tokenizer, the
 # tiny presets, the prompt, the demonstrations or the loss moves them; update them only for such a change.
-PINNED_SFT_LOSSES: list[float] = [6.0967, 5.7006, 5.4319]
+PINNED_SFT_LOSSES: list[float] = [6.0933, 5.7039, 5.4326]
 
 
 @pytest.fixture(scope="module")
