@@ -92,17 +92,13 @@ def plain_generate(backend: HFBackend, prompts: list[list[int]], max_new: int) -
 def run(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = (
-            Path(args.model_dir) if args.model_dir else build_tiny_model(Path(tmp) / "tiny", size=args.size)
-        )
+        model_dir = Path(args.model_dir) if args.model_dir else build_tiny_model(Path(tmp) / "tiny", size=args.size)
         fp32 = HFBackend(model_dir, dtype="float32", max_batch_size=args.n)
         bf16 = HFBackend(model_dir, dtype="bfloat16", max_batch_size=args.n)
     params = count_parameters(fp32.model)
     cfg = fp32.model.config
     greedy = sudoku_requests(args.n, SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens))
-    sampled = sudoku_requests(
-        args.n, SamplingParams(temperature=0.8, max_new_tokens=args.max_new_tokens, seed=0)
-    )
+    sampled = sudoku_requests(args.n, SamplingParams(temperature=0.8, max_new_tokens=args.max_new_tokens, seed=0))
     prompts = [fp32.encode(r) for r in greedy]
 
     fp32.generate(greedy[:8])  # warm-up: allocator, kernels, lazy imports
@@ -227,9 +223,7 @@ def write_report(result: dict[str, Any], out: Path) -> None:
     names = [textwrap.fill(n.replace("_", " "), 16) for n in r]
     left.bar(names, list(r.values()), color=["grey", "C0", "C1", "C2"])
     left.set_ylabel("new tokens / s")
-    left.set_title(
-        f"{s['sequences']} sequences: batched vs one at a time ({result['speedup_batched_vs_plain']:.1f}x)"
-    )
+    left.set_title(f"{s['sequences']} sequences: batched vs one at a time ({result['speedup_batched_vs_plain']:.1f}x)")
     left.tick_params(axis="x", labelsize=7)
     labels = ["achieved\n(2N x tok/s)", *(textwrap.fill(n.replace("_", " "), 12) for n in m)]
     values = [result["achieved_flops_per_s"] / 1e9, *(v / 1e9 for v in m.values())]
@@ -244,16 +238,12 @@ def write_report(result: dict[str, Any], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", default=None, help="model directory (default: build the tiny model)")
     parser.add_argument("--size", default="1m", help="tiny preset when building (default 1m)")
     parser.add_argument("--n", type=int, default=64, help="sequences (default 64)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads (default 1: the cores are shared)"
-    )
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the cores are shared)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each batched run (median)")
     parser.add_argument("--baseline-repeats", type=int, default=2, help="timed repeats of the slow baseline")
     parser.add_argument("--out", default=str(RESULTS), help="results folder")

@@ -51,9 +51,7 @@ def one_at_a_time(backend: HFBackend, tasks: list[Any], settings: AgentSettings,
         memory = SlidingWindowMemory(settings.memory_k)
         done = False
         while not done:
-            ids = backend.encode(
-                GenerationRequest(messages=build_messages(env.goal_text(), obs, memory.items()))
-            )
+            ids = backend.encode(GenerationRequest(messages=build_messages(env.goal_text(), obs, memory.items())))
             x = torch.tensor([ids])
             y = backend.model.generate(
                 x,

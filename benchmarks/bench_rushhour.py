@@ -71,11 +71,7 @@ def pick(records: list[FoglemanRecord], limit: int) -> list[FoglemanRecord]:
     """``limit`` evenly spaced records (the file is ordered by moves, so every level is represented)."""
     if not limit or limit >= len(records):
         return records
-    return (
-        [records[round(i * (len(records) - 1) / (limit - 1))] for i in range(limit)]
-        if limit > 1
-        else records[:1]
-    )
+    return [records[round(i * (len(records) - 1) / (limit - 1))] for i in range(limit)] if limit > 1 else records[:1]
 
 
 def bench_solver(records: list[FoglemanRecord], batch: int, progress: bool) -> dict[str, Any]:
@@ -150,9 +146,7 @@ def milepost_env_run(games: list[tuple[str, list[str]]], observe: bool) -> Calla
             seconds += time.perf_counter() - start
             steps += len(actions)
             if info["error"] is not None or info["solved"]:
-                raise RuntimeError(
-                    f"milepost env: walk on {task.payload['board']} went wrong: {info['error']}"
-                )
+                raise RuntimeError(f"milepost env: walk on {task.payload['board']} went wrong: {info['error']}")
         return steps, seconds
 
     return run
@@ -235,9 +229,7 @@ def report_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     """Table rows: measure, milepost figure, peer figure, ratio, target, verdict."""
     rows: list[dict[str, Any]] = []
 
-    def add(
-        measure: str, ours: float, peer: float | None, peer_name: str, target: str, ok: bool | None
-    ) -> None:
+    def add(measure: str, ours: float, peer: float | None, peer_name: str, target: str, ok: bool | None) -> None:
         rows.append(
             {"measure": measure, "milepost": ours, "peer": peer, "peer_name": peer_name,
              "ratio": ours / peer if peer else None, "target": target, "met": ok}
@@ -252,9 +244,7 @@ def report_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
         "-", None)  # fmt: skip
     env = r["env"]
     add("env steps/s, no rendering", env["raw"], None, "", ">= 100,000/s", env["raw"] >= TARGETS["env_raw"])
-    add(
-        "env steps/s, rendered", env["rendered"], env["textarena"], "TextArena RushHour", "side by side", None
-    )
+    add("env steps/s, rendered", env["rendered"], env["textarena"], "TextArena RushHour", "side by side", None)
     for name, rate in r.get("generation", {}).items():
         add(f"generated puzzles/s, level {name}", rate, None, "", "-", None)
     return rows
@@ -298,22 +288,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    bars = [
-        (f"{row['measure']}\nvs {row['peer_name']}", row["ratio"], row["met"]) for row in rows if row["ratio"]
-    ]
+    bars = [(f"{row['measure']}\nvs {row['peer_name']}", row["ratio"], row["met"]) for row in rows if row["ratio"]]
     raw = next(row for row in rows if row["measure"] == "env steps/s, no rendering")
-    bars.append(
-        ("env steps/s, no rendering\nvs target 100,000/s", raw["milepost"] / TARGETS["env_raw"], raw["met"])
-    )
+    bars.append(("env steps/s, no rendering\nvs target 100,000/s", raw["milepost"] / TARGETS["env_raw"], raw["met"]))
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(bars) + 1.5))
     colours = ["tab:green" if met or met is None else "tab:red" for _, _, met in bars]
     ax.barh(range(len(bars)), [v for _, v, _ in bars], color=colours)
     ax.set_yticks(range(len(bars)), [label for label, _, _ in bars], fontsize=7)
     ax.invert_yaxis()
     ax.axvline(1.0, color="grey", linewidth=0.8)
-    ax.axvline(
-        TARGETS["solver_ratio"], color="tab:orange", linewidth=0.8, linestyle="--", label="solver target 5x"
-    )
+    ax.axvline(TARGETS["solver_ratio"], color="tab:orange", linewidth=0.8, linestyle="--", label="solver target 5x")
     for i, (_, v, _) in enumerate(bars):
         ax.text(v, i, f" {v:.1f}x", va="center", fontsize=7)
     ax.set_xlabel("ratio (milepost / peer, or / target figure)")
@@ -327,9 +311,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
 
 def main(argv: Sequence[str] = ()) -> dict[str, Any]:
     """Run the Rush Hour benchmarks, print the table and write ``benchmarks/results/rushhour.*``."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=600, help="boards for the solver (default 600; 0 = all)")
     parser.add_argument("--batch", type=int, default=32, help="boards per solver batch (default 32)")
     parser.add_argument("--data", default=None, help="Fogleman file (default: rush_18k.txt, else the sample)")
@@ -364,9 +346,7 @@ def main(argv: Sequence[str] = ()) -> dict[str, Any]:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "pinned": pinned,
         "data": str(data),
-        "selection": "all"
-        if len(chosen) == len(records)
-        else f"{len(chosen)} evenly spaced of {len(records):,}",
+        "selection": "all" if len(chosen) == len(records) else f"{len(chosen)} evenly spaced of {len(records):,}",
         "repeats": args.repeats,
         "env_steps": len(games) * args.env_steps,
     }
@@ -375,9 +355,7 @@ def main(argv: Sequence[str] = ()) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rushhour.md").write_text(text, encoding="utf-8")
-    (out / "rushhour.json").write_text(
-        json.dumps({"meta": meta, "results": results, "rows": rows}, indent=2) + "\n"
-    )
+    (out / "rushhour.json").write_text(json.dumps({"meta": meta, "results": results, "rows": rows}, indent=2) + "\n")
     plot(rows, out / "rushhour.png")
     return {"meta": meta, "results": results, "rows": rows}
 

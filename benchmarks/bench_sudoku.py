@@ -82,9 +82,7 @@ def env_games(count: int, seed: int) -> list[tuple[list[int], list[int]]]:
     return [generate_easy(9, rng.randint(level.lo, level.hi), seed, i) for i in range(count)]
 
 
-def milepost_env_run(
-    games: list[tuple[list[int], list[int]]], observe: bool
-) -> Callable[[], tuple[int, float]]:
+def milepost_env_run(games: list[tuple[list[int], list[int]]], observe: bool) -> Callable[[], tuple[int, float]]:
     """One timed pass of the milepost environment over ``games``: returns (steps, seconds)."""
     env = SudokuEnv(observe=observe, max_steps=100)
     tasks = [make_task(p, s, level="L7", index=i) for i, (p, s) in enumerate(games)]
@@ -196,11 +194,7 @@ def check_solver_agrees(puzzles: list[list[int]]) -> None:
     for p in puzzles:
         ours = solve(p, 2)
         base = norvig_sudoku.solve(grid_to_str(p))
-        if (
-            len(ours) != 1
-            or grid_to_str(ours[0]) != base
-            or norvig_sudoku.count_solutions(grid_to_str(p)) != 1
-        ):
+        if len(ours) != 1 or grid_to_str(ours[0]) != base or norvig_sudoku.count_solutions(grid_to_str(p)) != 1:
             raise RuntimeError(f"solvers disagree on {grid_to_str(p)}")
 
 
@@ -295,11 +289,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     bars: list[tuple[str, float, float, bool]] = []  # label, ratio, target ratio, met
     for row in rows:
         if row["ratio"] is not None:
-            target = (
-                TARGETS["solver_ratio"]
-                if row["measure"].startswith("solver")
-                else TARGETS["env_rendered_ratio"]
-            )
+            target = TARGETS["solver_ratio"] if row["measure"].startswith("solver") else TARGETS["env_rendered_ratio"]
             bars.append((f"{row['measure']}\nvs {row['peer_name']}", row["ratio"], target, row["met"]))
         else:
             absolute = TARGETS["dataset"] if row["measure"].startswith("dataset") else TARGETS["env_raw"]
@@ -328,9 +318,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
 
 def main(argv: Sequence[str] = ()) -> dict[str, Any]:
     """Run every Sudoku benchmark, print the table and write ``benchmarks/results/sudoku.*``."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer puzzles and repeats (noisier)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per figure (default 3; quick 2)")
     parser.add_argument("--out", default=str(RESULTS), help="results folder")
@@ -368,9 +356,7 @@ def main(argv: Sequence[str] = ()) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "sudoku.md").write_text(text, encoding="utf-8")
-    (out / "sudoku.json").write_text(
-        json.dumps({"meta": meta, "results": results, "rows": rows}, indent=2) + "\n"
-    )
+    (out / "sudoku.json").write_text(json.dumps({"meta": meta, "results": results, "rows": rows}, indent=2) + "\n")
     plot(rows, out / "sudoku.png")
     return {"meta": meta, "results": results, "rows": rows}
 

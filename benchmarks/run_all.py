@@ -36,9 +36,7 @@ def load(path: Path) -> ModuleType:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", default=None, help="benchmark names, e.g. sudoku rushhour")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     args = parser.parse_args(argv)

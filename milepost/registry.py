@@ -24,9 +24,7 @@ class Registry(Generic[T]):
     def register(self, name: str, obj: T) -> T:
         """Register ``obj`` under ``name``; registering a name twice is an error."""
         if not name or not name.replace("-", "").replace("_", "").isalnum():
-            raise ValueError(
-                f"{self.kind} name {name!r} must be non-empty and alphanumeric (- and _ allowed)"
-            )
+            raise ValueError(f"{self.kind} name {name!r} must be non-empty and alphanumeric (- and _ allowed)")
         if name in self._items:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._items[name] = obj

@@ -10,8 +10,8 @@ import dataclasses
 import enum
 import types
 import typing
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypedDict, TypeVar
 
 from milepost.errors import InputError

@@ -32,9 +32,7 @@ def _neighbours(board: str, vehicles: list[tuple[str, int, int]]) -> list[str]:
         # forward (right / down), one cell further per iteration, while the cell ahead is empty
         cells = list(board)
         tail, ahead = first, last + stride
-        while (
-            ahead < len(board) and (stride == SIDE or ahead // SIDE == first // SIDE) and cells[ahead] == "o"
-        ):
+        while ahead < len(board) and (stride == SIDE or ahead // SIDE == first // SIDE) and cells[ahead] == "o":
             cells[ahead], cells[tail] = letter, "o"
             tail, ahead = tail + stride, ahead + stride
             result.append("".join(cells))

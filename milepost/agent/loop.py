@@ -45,8 +45,11 @@ class AgentSettings:
 
     def sampling(self, seed: int | None) -> SamplingParams:
         return SamplingParams(
-            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-            max_new_tokens=self.max_new_tokens, seed=seed,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=self.max_new_tokens,
+            seed=seed,
         )
 
 
@@ -75,8 +78,9 @@ class LiveEpisode:
     agent_state: Any = None  # the agent's per-episode state (SGO: plan, tracker, events), None for plain
 
     def messages(self) -> list[dict[str, str]]:
-        return build_messages(self.env.goal_text(), self.observation, self.memory.items(), self.plan,
-                              self.answer_format)
+        return build_messages(
+            self.env.goal_text(), self.observation, self.memory.items(), self.plan, self.answer_format
+        )
 
 
 class Agent(Protocol):
@@ -189,15 +193,21 @@ def run_episodes(
     idle_envs: list[Any] = []
     live: list[LiveEpisode] = []
     finished: list[Episode] = []
-    bar = tqdm(total=total if total is not None else len(pending), desc=f"episodes [{policy.name}]",
-               disable=not progress, unit="ep", leave=False)
+    bar = tqdm(
+        total=total if total is not None else len(pending),
+        desc=f"episodes [{policy.name}]",
+        disable=not progress,
+        unit="ep",
+        leave=False,
+    )
 
     def start(job: Job) -> LiveEpisode:
         env = idle_envs.pop() if idle_envs else make_env()
         ep_seed = episode_seed(seed, job)
         obs, info = env.reset(seed=ep_seed, options={"task": job.task})
-        ep = LiveEpisode(job, ep_seed, env, random.Random(ep_seed), SlidingWindowMemory(settings.memory_k),
-                         obs, dict(info))
+        ep = LiveEpisode(
+            job, ep_seed, env, random.Random(ep_seed), SlidingWindowMemory(settings.memory_k), obs, dict(info)
+        )
         agent.start(ep)
         if plan_for is not None:
             ep.plan = plan_for(ep)
@@ -206,14 +216,23 @@ def run_episodes(
     def finish(ep: LiveEpisode, reason: TerminationReason) -> None:
         info = ep.info
         episode = Episode(
-            task_id=ep.job.task.task_id, policy=policy.name, sample=ep.job.sample, seed=ep.seed,
-            termination=reason, success=reason is TerminationReason.SOLVED,
-            goal_distance=ep.job.task.goal_distance, steps=len(ep.turns), level=ep.job.task.level,
+            task_id=ep.job.task.task_id,
+            policy=policy.name,
+            sample=ep.job.sample,
+            seed=ep.seed,
+            termination=reason,
+            success=reason is TerminationReason.SOLVED,
+            goal_distance=ep.job.task.goal_distance,
+            steps=len(ep.turns),
+            level=ep.job.task.level,
             turns=ep.turns,
-            meta={"num_subgoals": info.get("num_subgoals", 0),
-                  "subgoals_completed": len(info.get("subgoals_completed", [])),
-                  "subgoal_steps": [g.estimated_steps for g in ep.env.subgoals],
-                  "scripted": bool(getattr(policy, "scripted", False)), "env": ep.job.task.env},
+            meta={
+                "num_subgoals": info.get("num_subgoals", 0),
+                "subgoals_completed": len(info.get("subgoals_completed", [])),
+                "subgoal_steps": [g.estimated_steps for g in ep.env.subgoals],
+                "scripted": bool(getattr(policy, "scripted", False)),
+                "env": ep.job.task.env,
+            },
         )
         episode.meta.update(agent.finish(ep))
         finished.append(episode)
@@ -240,18 +259,27 @@ def run_episodes(
                 obs, reward, terminated, truncated, info = ep.env.step(completion.text)
                 parsed = parse_answer(completion.text)
                 turn = Turn(
-                    index=len(ep.turns), observation=obs_before, text=completion.text, actions=info["actions"],
-                    reward=float(reward), reward_terms=info["reward_terms"],
+                    index=len(ep.turns),
+                    observation=obs_before,
+                    text=completion.text,
+                    actions=info["actions"],
+                    reward=float(reward),
+                    reward_terms=info["reward_terms"],
                     subgoals_completed=list(info["subgoals_completed"]),
-                    remaining_distance=info["remaining_distance"], prompt_ids=completion.prompt_ids,
-                    completion_ids=completion.completion_ids, logprobs=completion.logprobs,
-                    correct_actions=info["correct_actions"], error=info["error"],
-                    n_requested=info["n_requested"], new_subgoals=list(info["new_subgoals"]),
+                    remaining_distance=info["remaining_distance"],
+                    prompt_ids=completion.prompt_ids,
+                    completion_ids=completion.completion_ids,
+                    logprobs=completion.logprobs,
+                    correct_actions=info["correct_actions"],
+                    error=info["error"],
+                    n_requested=info["n_requested"],
+                    new_subgoals=list(info["new_subgoals"]),
                     state_key=state_key,
                 )
                 ep.turns.append(turn)
-                ep.memory.add(MemoryItem(obs_before, parsed.reason, parsed.action or completion.text.strip(),
-                                         info["error"]))
+                ep.memory.add(
+                    MemoryItem(obs_before, parsed.reason, parsed.action or completion.text.strip(), info["error"])
+                )
                 ep.observation, ep.info = obs, dict(info)
                 agent.after_turn(ep, turn, ep.info)
                 if terminated or truncated:

@@ -135,9 +135,7 @@ def render_prompt(
         return request.prompt, False
     messages = request.messages or []
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True, **template_kwargs
-        )
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
         return str(text), True
     return plain(messages), False
 
@@ -216,8 +214,7 @@ class HFBackend:
         embed = self.model.get_input_embeddings().num_embeddings
         if len(self.tokenizer) > embed:
             raise ModelLoadError(
-                f"{self.name}: tokenizer has {len(self.tokenizer)} tokens "
-                f"but the model's embedding has {embed}"
+                f"{self.name}: tokenizer has {len(self.tokenizer)} tokens but the model's embedding has {embed}"
             )
         self.vocab_limit = embed
 
@@ -231,9 +228,7 @@ class HFBackend:
         if gen_eos is not None:
             ids.update(int(i) for i in (gen_eos if isinstance(gen_eos, list | tuple) else [gen_eos]))
         if not ids:
-            raise ModelLoadError(
-                f"{self.name}: the tokenizer has no end-of-sequence token, so no answer could end"
-            )
+            raise ModelLoadError(f"{self.name}: the tokenizer has no end-of-sequence token, so no answer could end")
         return frozenset(ids)
 
     # -- public API ----------------------------------------------------------------------------------------
@@ -248,9 +243,7 @@ class HFBackend:
             ids = [int(i) for i in request.prompt_ids]
             bad = [i for i in ids if not 0 <= i < self.vocab_limit]
             if bad:
-                raise InputError(
-                    f"prompt token id {bad[0]} is outside the vocabulary (0..{self.vocab_limit - 1})"
-                )
+                raise InputError(f"prompt token id {bad[0]} is outside the vocabulary (0..{self.vocab_limit - 1})")
         else:
             text, from_template = render_prompt(
                 self.tokenizer, request, self.plain_renderer, **self.chat_template_kwargs

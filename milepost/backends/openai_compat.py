@@ -163,12 +163,8 @@ class OpenAIBackend:
             return error_completion("use_chat=False: the completions endpoint needs a prompt, not messages")
         try:
             if chat:
-                messages = (
-                    req.messages if req.messages is not None else [{"role": "user", "content": req.prompt}]
-                )
-                response = self._with_retries(
-                    self.client.chat.completions.create, **self._chat_args(req, messages)
-                )
+                messages = req.messages if req.messages is not None else [{"role": "user", "content": req.prompt}]
+                response = self._with_retries(self.client.chat.completions.create, **self._chat_args(req, messages))
             else:
                 response = self._with_retries(self.client.completions.create, **self._completion_args(req))
         except openai.APIStatusError as exc:
@@ -176,9 +172,7 @@ class OpenAIBackend:
                 raise BackendError(self._describe(exc)) from exc
             body = str(exc.body or "") + str(exc)
             if exc.status_code in (400, 413) and any(m in body.lower() for m in _CONTEXT_MARKERS):
-                return error_completion(
-                    self._describe(exc), req.prompt_ids or [], FinishReason.CONTEXT_OVERFLOW
-                )
+                return error_completion(self._describe(exc), req.prompt_ids or [], FinishReason.CONTEXT_OVERFLOW)
             return error_completion(self._describe(exc), req.prompt_ids or [])
         except openai.OpenAIError as exc:
             return error_completion(self._describe(exc), req.prompt_ids or [])
@@ -209,9 +203,7 @@ class OpenAIBackend:
         args = self._sampling_args(req)
         args["prompt"] = req.prompt_ids if req.prompt_ids is not None else req.prompt
         if req.params.logprobs:
-            args["logprobs"] = (
-                1  # the sampled token's log-prob (1 rather than 0: some servers treat 0 as off)
-            )
+            args["logprobs"] = 1  # the sampled token's log-prob (1 rather than 0: some servers treat 0 as off)
         return args
 
     def _chat_args(self, req: GenerationRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:

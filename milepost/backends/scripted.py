@@ -140,8 +140,9 @@ class ScriptedPolicy:
             text = self.answer(ep.env, ep.rng, guide if isinstance(guide, Guide) else None)
             ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer is not None else []
             prompt = self.prompt_encoder(ep.messages()) if self.prompt_encoder is not None else []
-            out.append(Completion(prompt_ids=prompt, completion_ids=ids, logprobs=None, text=text,
-                                  finish_reason="stop"))
+            out.append(
+                Completion(prompt_ids=prompt, completion_ids=ids, logprobs=None, text=text, finish_reason="stop")
+            )
         return out
 
 

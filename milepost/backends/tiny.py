@@ -45,8 +45,7 @@ FORMAT_TEXTS = (
     "REASON: fill the box. ACTION: value(4, r2c2); value(1, r2c3)",
     '{"subgoals": [{"index": 0, "description": "complete box 1", "success_criteria": "box 1 holds 1-4", '
     '"preconditions": [], "estimated_steps": 2, "required": true}, {"index": 1, "required": false}]}',
-    "Plan:\n1. complete box 1 (done)\n2. complete box 2 (current)\n"
-    "Checklist: milestones done 1/4; next: box 3",
+    "Plan:\n1. complete box 1 (done)\n2. complete box 2 (current)\nChecklist: milestones done 1/4; next: box 3",
     "Previous turns:\nObservation:\nYour answer:\nLast answer rejected: cannot parse action",
 )
 
@@ -127,9 +126,7 @@ def default_corpus(seeds: Iterable[int] = (0, 1)) -> Iterator[str]:
 # -- tokenizer -----------------------------------------------------------------------------------------------
 
 
-def build_tokenizer(
-    corpus: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, max_context: int = 4096
-) -> Any:
+def build_tokenizer(corpus: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, max_context: int = 4096) -> Any:
     """A byte-fallback BPE ``PreTrainedTokenizerFast`` fitted to ``corpus``, at most ``vocab_size`` tokens.
 
     Raises:
@@ -141,9 +138,7 @@ def build_tokenizer(
     alphabet = sorted(set(string.printable))
     floor = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + len(alphabet) + len(FORMAT_TOKENS)
     if vocab_size < floor:
-        raise InputError(
-            f"vocab_size must be at least {floor} (specials, 256 bytes, ASCII), got {vocab_size}"
-        )
+        raise InputError(f"vocab_size must be at least {floor} (specials, 256 bytes, ASCII), got {vocab_size}")
     pre = pre_tokenizers.Split(Regex(PRETOKENIZE), behavior="isolated")
     fit = Tokenizer(models.BPE())
     fit.pre_tokenizer = pre
@@ -257,9 +252,7 @@ def build_tiny_model(
     if (out / "config.json").exists() and not overwrite:
         raise InputError(f"{out} already holds a model (pass overwrite=True / --overwrite to replace it)")
     tokenizer = build_tokenizer(default_corpus() if corpus is None else corpus, vocab_size, max_context)
-    config = tiny_config(
-        arch, size, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, max_context
-    )
+    config = tiny_config(arch, size, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, max_context)
     devices: list[Any] = []  # CPU only: forking CUDA RNGs here would initialise CUDA for nothing
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)

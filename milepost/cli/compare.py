@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="compare runs side by side", description=__doc__)
     p.add_argument("runs", nargs="+", help="evaluation folders or training runs (with eval/metrics.json)")
     p.add_argument("--labels", default=None, help="comma list of labels, one per run")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     from milepost.cli import data_rushhour, data_sudoku
 
     p = sub.add_parser("data", help="generate a level dataset", description=__doc__)

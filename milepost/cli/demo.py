@@ -31,10 +31,8 @@ ARMS = ("atomic", "macro", "subgoal")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "demo", help="run the main job: datasets, RL arms, evaluation, report", description=__doc__
-    )
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run the main job: datasets, RL arms, evaluation, report", description=__doc__)
     p.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
     p.add_argument(
         "--checkpoint",
@@ -42,12 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="SFT checkpoint the arms start from",
     )
     p.add_argument("--configs", default=str(ROOT / "configs" / "tiny-cpu"), help="folder of the arm configs")
-    p.add_argument(
-        "--iterations", type=int, default=None, help="RL iterations per arm (default: the configs')"
-    )
-    p.add_argument(
-        "--eval-limit", type=int, default=None, help="test tasks per level (default: the configs')"
-    )
+    p.add_argument("--iterations", type=int, default=None, help="RL iterations per arm (default: the configs')")
+    p.add_argument("--eval-limit", type=int, default=None, help="test tasks per level (default: the configs')")
     p.add_argument("--arms", default=",".join(ARMS), help="comma list of arms to run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2, help="parallel jobs (one torch thread each)")
@@ -150,9 +144,7 @@ def run(args: argparse.Namespace) -> int:
             kind, arm = futures[future]
             seconds = future.result()
             timings[f"{kind}_{arm}_s"] = seconds
-            console.print(
-                f"  done: {'SFT start' if kind == 'sft' else 'RL arm'} {arm} ({seconds / 60:.1f} min)"
-            )
+            console.print(f"  done: {'SFT start' if kind == 'sft' else 'RL arm'} {arm} ({seconds / 60:.1f} min)")
     runs = [out / "sft-start" / "atomic", out / "sft-start" / "macro"] + [out / f"rl-{arm}" for arm in arms]
     labels = ["SFT start (atomic)", "SFT start (macro)"] + [f"RL {arm}" for arm in arms]
 
@@ -164,10 +156,7 @@ def run(args: argparse.Namespace) -> int:
             "| paper row (9x9, Qwen3-1.7B) | " + " | ".join(PAPER_LEVELS) + " |",
             "|---|" + "---|" * len(PAPER_LEVELS),
         ]
-        + [
-            f"| {name} | " + " | ".join(f"{v:.2f}" for v in row) + " |"
-            for name, row in PAPER_TABLE7_AVG4.items()
-        ]
+        + [f"| {name} | " + " | ".join(f"{v:.2f}" for v in row) + " |" for name, row in PAPER_TABLE7_AVG4.items()]
     )
     timings["total_s"] = time.perf_counter() - started
     header = (
@@ -189,7 +178,5 @@ def run(args: argparse.Namespace) -> int:
     (out / "report" / "report.md").write_text(report, encoding="utf-8")
     atomic_write_json(out / "report" / "timings.json", timings)
     console.print(report)
-    console.print(
-        f"report: {out / 'report' / 'report.md'}  ({json.dumps({k: round(v) for k, v in timings.items()})})"
-    )
+    console.print(f"report: {out / 'report' / 'report.md'}  ({json.dumps({k: round(v) for k, v in timings.items()})})")
     return 0

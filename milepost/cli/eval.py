@@ -15,17 +15,25 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}") from None
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a policy on a dataset by goal distance", description=__doc__)
     p.add_argument("--env", required=True, help="environment: sudoku | rushhour")
     p.add_argument("--data", required=True, help="dataset folder (from `milepost data`) or a .jsonl file")
     p.add_argument("--split", default="test")
-    p.add_argument("--policy", required=True,
-                   help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random")
-    p.add_argument("--agent", default="plain", choices=("plain", "sgo"),
-                   help="agent kind: plain, or sgo (subgoal planning, reflection, validation, replan / skip)")
-    p.add_argument("--planner", default="programmatic",
-                   help="sgo: programmatic | llm:SPEC (SPEC = hf:PATH | openai:MODEL@BASE_URL)")
+    p.add_argument(
+        "--policy", required=True, help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random"
+    )
+    p.add_argument(
+        "--agent",
+        default="plain",
+        choices=("plain", "sgo"),
+        help="agent kind: plain, or sgo (subgoal planning, reflection, validation, replan / skip)",
+    )
+    p.add_argument(
+        "--planner",
+        default="programmatic",
+        help="sgo: programmatic | llm:SPEC (SPEC = hf:PATH | openai:MODEL@BASE_URL)",
+    )
     p.add_argument("--judge", default=None, help="sgo: LLM judge backend (hf:PATH | openai:MODEL@BASE_URL)")
     p.add_argument("--max-replans", type=int, default=2, help="sgo: replans per episode at most")
     p.add_argument("--n", type=int, default=4, help="samples per task (n >= every k)")
@@ -58,15 +66,30 @@ def run(args: argparse.Namespace) -> int:
             env_kwargs[key] = getattr(args, key)
     try:
         settings = AgentSettings(
-            memory_k=args.memory_k, temperature=args.temperature, top_p=args.top_p,
-            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
+            memory_k=args.memory_k,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
         )
     except ValueError as exc:
         raise InputError(str(exc)) from None
     spec = EvalSpec(
-        env=args.env, data=args.data, policy=args.policy, split=args.split, agent=args.agent, n=args.n,
-        ks=args.k, levels=args.levels, limit=args.limit, env_kwargs=env_kwargs, settings=settings, seed=args.seed,
-        planner=args.planner, judge=args.judge, max_replans=args.max_replans,
+        env=args.env,
+        data=args.data,
+        policy=args.policy,
+        split=args.split,
+        agent=args.agent,
+        n=args.n,
+        ks=args.k,
+        levels=args.levels,
+        limit=args.limit,
+        env_kwargs=env_kwargs,
+        settings=settings,
+        seed=args.seed,
+        planner=args.planner,
+        judge=args.judge,
+        max_replans=args.max_replans,
     )
     evaluate(spec, args.out, progress=not args.no_progress)
     from pathlib import Path

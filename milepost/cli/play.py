@@ -9,7 +9,7 @@ from milepost.envs import ENVS, make_env
 from milepost.errors import InputError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "play",
         help="play a puzzle in the terminal",
@@ -53,12 +53,8 @@ def run(args: argparse.Namespace) -> int:
         print(obs)
         applied = ", ".join(info["actions"]) or "nothing"
         done = f"{len(info['subgoals_completed'])}/{info['num_subgoals']}"
-        print(
-            f"applied: {applied} | reward {reward:+.2f} | subgoals {done} | remaining {info['remaining_distance']}"
-        )
+        print(f"applied: {applied} | reward {reward:+.2f} | subgoals {done} | remaining {info['remaining_distance']}")
         if terminated or truncated:
-            print(
-                f"\nEpisode over: {info['termination_reason']} after {info['steps']} turns, return {total:+.2f}"
-            )
+            print(f"\nEpisode over: {info['termination_reason']} after {info['steps']} turns, return {total:+.2f}")
             sys.stdout.flush()
             return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="replay a recorded episode", description=__doc__)
     p.add_argument("episodes", help="an episodes.jsonl file")
     p.add_argument("--index", type=int, default=0, help="which episode (line) to show; negative counts back")
@@ -31,8 +31,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.episodes}: --index {args.index} out of range (0..{len(rows) - 1})")
         row = rows[args.index]
     ep = Episode.from_dict(row)
-    print(f"task {ep.task_id} | level {ep.level} | goal distance {ep.goal_distance} | policy {ep.policy} | "
-          f"sample {ep.sample} | seed {ep.seed}")
+    print(
+        f"task {ep.task_id} | level {ep.level} | goal distance {ep.goal_distance} | policy {ep.policy} | "
+        f"sample {ep.sample} | seed {ep.seed}"
+    )
     for turn in ep.turns:
         print(f"\n--- turn {turn.index + 1} ---")
         print(turn.observation)
@@ -40,8 +42,10 @@ def run(args: argparse.Namespace) -> int:
         terms = ", ".join(f"{k} {v:+g}" for k, v in turn.reward_terms.items() if v)
         applied = ", ".join(turn.actions) or "nothing"
         extra = f" | rejected: {turn.error}" if turn.error else ""
-        print(f"applied: {applied} | reward {turn.reward:+.2f}{' (' + terms + ')' if terms else ''} | "
-              f"remaining {turn.remaining_distance} | subgoals {len(turn.subgoals_completed)}{extra}")
+        print(
+            f"applied: {applied} | reward {turn.reward:+.2f}{' (' + terms + ')' if terms else ''} | "
+            f"remaining {turn.remaining_distance} | subgoals {len(turn.subgoals_completed)}{extra}"
+        )
     outcome = "SOLVED" if ep.success else f"FAILED ({ep.termination.value})"
     print(f"\n{outcome} after {ep.steps} turns")
     return 0

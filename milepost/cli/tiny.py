@@ -35,8 +35,5 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     meta = json.loads((out / "milepost_tiny.json").read_text(encoding="utf-8"))
-    print(
-        f"{out}: {meta['arch']} {meta['size']}, {meta['parameters']:,} parameters, "
-        f"vocabulary {meta['vocab_size']}"
-    )
+    print(f"{out}: {meta['arch']} {meta['size']}, {meta['parameters']:,} parameters, vocabulary {meta['vocab_size']}")
     return 0

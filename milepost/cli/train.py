@@ -25,13 +25,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     sft = sub.add_parser("sft", help="supervised fine-tuning on solver demonstrations", description=__doc__)
     _common(sft)
     sft.set_defaults(func=run_sft)
-    train = sub.add_parser(
-        "train", help="RL (REINFORCE, paper advantages and IS weights)", description=__doc__
-    )
+    train = sub.add_parser("train", help="RL (REINFORCE, paper advantages and IS weights)", description=__doc__)
     _common(train)
     train.add_argument("--eval", action="store_true", help="evaluate the final policy on the test split")
     train.set_defaults(func=run_train)

@@ -143,7 +143,10 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
 
     # -- gymnasium API -------------------------------------------------------------------------------------
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, StepInfo]:
+    # StepInfo is a TypedDict (a dict at run time); mypy does not accept it where gymnasium says dict[str, Any].
+    def reset(  # type: ignore[override]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, StepInfo]:
         super().reset(seed=seed)
         task = (options or {}).get("task")
         if task is None:
@@ -166,7 +169,7 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
         info = self._info(zero_terms(), [], 0, None, 0, [])
         return obs, info
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:  # type: ignore[override]
         rules = self.rules
         if rules is None:
             raise RuntimeError("call reset() before step()")
@@ -230,7 +233,7 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
         info = self._info(terms, applied, len(pieces) if terms["format"] == 0 else 0, error, correct, new)
         return obs, reward, terminated, truncated, info
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         if self.render_mode == "ansi":
             return self._last_obs or (self.rules.render(None) if self.rules else "")
         return None

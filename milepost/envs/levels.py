@@ -30,9 +30,7 @@ def _sudoku(prefix: str, ranges: list[tuple[int, int]]) -> tuple[Level, ...]:
 
 
 def _rush(lo: int, hi: int, width: int) -> tuple[Level, ...]:
-    return tuple(
-        Level(f"{a}-{a + width - 1}", a, a + width - 1, "min_moves") for a in range(lo, hi + 1, width)
-    )
+    return tuple(Level(f"{a}-{a + width - 1}", a, a + width - 1, "min_moves") for a in range(lo, hi + 1, width))
 
 
 # One table for the whole project. Keys: (env, size).
@@ -62,9 +60,7 @@ def levels_for(env: str, size: int) -> tuple[Level, ...]:
         sizes = sorted(s for e, s in LEVELS if e == env)
         if not sizes:
             raise InputError(f"unknown environment {env!r} (known: sudoku, rushhour)") from None
-        raise InputError(
-            f"{env}: unsupported size {size} (supported: {', '.join(map(str, sizes))})"
-        ) from None
+        raise InputError(f"{env}: unsupported size {size} (supported: {', '.join(map(str, sizes))})") from None
 
 
 def get_level(env: str, size: int, name: str) -> Level:

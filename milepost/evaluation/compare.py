@@ -58,9 +58,7 @@ def comparison_table(
             ]
             lines.append(f"| {label} | pass@{k} (%) | " + " | ".join(cells) + " |")
         cells = [
-            f"{100 * by[x].avg.value:.1f} [{100 * by[x].avg.lo:.0f}, {100 * by[x].avg.hi:.0f}]"
-            if x in by
-            else "-"
+            f"{100 * by[x].avg.value:.1f} [{100 * by[x].avg.lo:.0f}, {100 * by[x].avg.hi:.0f}]" if x in by else "-"
             for x in names
         ]
         lines.append(f"| {label} | avg@{n} (%) | " + " | ".join(cells) + " |")
@@ -123,11 +121,7 @@ def compare_runs(
         loaded.append((label, levels))
         log = Path(run) / "metrics.jsonl"
         if log.is_file():
-            pts = [
-                (int(r["iteration"]), float(r["rollout/success"]))
-                for r in read_jsonl(log)
-                if "iteration" in r
-            ]
+            pts = [(int(r["iteration"]), float(r["rollout/success"])) for r in read_jsonl(log) if "iteration" in r]
             curves[label] = smooth(pts)
     table = comparison_table(loaded, ks, reference)
     plot = plot_success_vs_distance(
@@ -135,9 +129,7 @@ def compare_runs(
     )
     parts = ["# Comparison", "", table, f"![comparison]({plot.name})", ""]
     if curves:
-        plot_curves(
-            out_dir / "training.png", curves, "rollout success (%)", "training curves (5-iteration mean)"
-        )
+        plot_curves(out_dir / "training.png", curves, "rollout success (%)", "training curves (5-iteration mean)")
         parts += ["![training curves](training.png)", ""]
     text = "\n".join(parts)
     out_dir.mkdir(parents=True, exist_ok=True)

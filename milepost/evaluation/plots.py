@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from milepost.evaluation.metrics import LevelMetrics
@@ -10,7 +10,7 @@ from milepost.evaluation.metrics import LevelMetrics
 
 def plot_success_vs_distance(
     path: str | Path,
-    series: dict[str, tuple[Sequence[LevelMetrics], dict[int, tuple[int, int]]]],
+    series: Mapping[str, tuple[Sequence[LevelMetrics], Mapping[int, tuple[int, int]]]],
     title: str,
 ) -> Path:
     """Success against goal distance: per-level avg success with CIs (lines) and per-distance rates (dots).

@@ -21,9 +21,7 @@ class StuckDetector:
         repeats: occurrences of one state or action within the window that mean 'stuck'.
     """
 
-    def __init__(
-        self, subgoal_steps: Sequence[int], *, factor: int = 2, min_window: int = 4, repeats: int = 3
-    ) -> None:
+    def __init__(self, subgoal_steps: Sequence[int], *, factor: int = 2, min_window: int = 4, repeats: int = 3) -> None:
         self.subgoal_steps = list(subgoal_steps)
         self.factor, self.min_window, self.repeats = factor, min_window, repeats
         self.completed: set[int] = set()

@@ -21,9 +21,7 @@ class BackgroundServer:
         startup_timeout: seconds to wait for the server to accept connections.
     """
 
-    def __init__(
-        self, app: Any, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0
-    ) -> None:
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0) -> None:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="milepost-uvicorn", daemon=True)

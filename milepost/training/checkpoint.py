@@ -101,9 +101,7 @@ def load_checkpoint_state(path: str | Path) -> tuple[dict[str, Any], Checkpoint]
         raise InputError(f"{folder}: not a milepost checkpoint (no {META_FILE})")
     meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
     state = torch.load(folder / STATE_FILE, weights_only=False)
-    config_yaml = (
-        (folder / "config.yaml").read_text(encoding="utf-8") if (folder / "config.yaml").exists() else ""
-    )
+    config_yaml = (folder / "config.yaml").read_text(encoding="utf-8") if (folder / "config.yaml").exists() else ""
     return state, Checkpoint(folder, int(meta["step"]), config_yaml, meta.get("extra", {}))
 
 
@@ -115,8 +113,6 @@ def write_run_config(run_dir: str | Path, config_yaml: str, *, resume: bool) -> 
         if previous != config_yaml:
             raise InputError(f"{run_dir} was made by a different config; use a new --out or the same config")
         if not resume and latest_checkpoint(run_dir) is not None:
-            raise InputError(
-                f"{run_dir} already holds a run; pass --resume to continue it or use a new --out"
-            )
+            raise InputError(f"{run_dir} already holds a run; pass --resume to continue it or use a new --out")
     atomic_write_text(path, config_yaml)
     atomic_write_json(Path(run_dir) / "run.json", {"config": "config.yaml"})

@@ -34,9 +34,7 @@ class ISConfig:
         if self.cap <= 0:
             raise ValueError(f"is.cap (C) must be > 0, got {self.cap}")
         if not 0 < self.low <= 1.0 <= self.high:
-            raise ValueError(
-                f"is.low / is.high must satisfy 0 < C_low <= 1 <= C_high, got {self.low}, {self.high}"
-            )
+            raise ValueError(f"is.low / is.high must satisfy 0 < C_low <= 1 <= C_high, got {self.low}, {self.high}")
 
 
 def importance_weights(

@@ -95,10 +95,7 @@ def advantages(
     if not lengths or sum(lengths) == 0:
         return [torch.zeros(n) for n in lengths]
     returns = torch.cat(
-        [
-            discounted_returns(r.float(), gamma, None if cuts is None else cuts[i])
-            for i, r in enumerate(traj_rewards)
-        ]
+        [discounted_returns(r.float(), gamma, None if cuts is None else cuts[i]) for i, r in enumerate(traj_rewards)]
     )  # (N,) all turns of the batch
     steps = torch.cat([s.float() for s in step_rewards])  # (N,)
     if normalisation == "none":

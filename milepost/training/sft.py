@@ -81,8 +81,14 @@ def env_factory(cfg: TrainConfig, size: int) -> Any:
 
 def agent_settings(cfg: TrainConfig, batch_size: int = 64) -> AgentSettings:
     a = cfg.agent
-    return AgentSettings(memory_k=a.memory_k, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
-                         max_new_tokens=a.max_new_tokens, batch_size=batch_size)
+    return AgentSettings(
+        memory_k=a.memory_k,
+        temperature=a.temperature,
+        top_p=a.top_p,
+        top_k=a.top_k,
+        max_new_tokens=a.max_new_tokens,
+        batch_size=batch_size,
+    )
 
 
 def make_agent(cfg: TrainConfig) -> Agent | None:
@@ -130,7 +136,9 @@ def load_policy(cfg: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
     return load_model(path, device, dtype)
 
 
-def demonstrations(cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, *, progress: bool = True) -> list[Example]:
+def demonstrations(
+    cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, *, progress: bool = True
+) -> list[Example]:
     """SFT examples from oracle (or lightly noisy) episodes of ``tasks``, prompts rendered by ``backend``."""
     eos = min(backend.eos_ids)
 
@@ -139,8 +147,14 @@ def demonstrations(cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, 
 
     style = {"cell_first": True} if cfg.sft.cell_first and cfg.env.name == "sudoku" else {}
     if cfg.sft.noise > 0:
-        policy = ScriptedPolicy("noisy-oracle", 1.0 - cfg.sft.noise, "illegal", tokenizer=backend.tokenizer,
-                                prompt_encoder=encode, style=style)
+        policy = ScriptedPolicy(
+            "noisy-oracle",
+            1.0 - cfg.sft.noise,
+            "illegal",
+            tokenizer=backend.tokenizer,
+            prompt_encoder=encode,
+            style=style,
+        )
     else:
         policy = ScriptedPolicy("oracle", tokenizer=backend.tokenizer, prompt_encoder=encode, style=style)
     n_macro = round(cfg.sft.macro_share * len(tasks))
@@ -152,8 +166,15 @@ def demonstrations(cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, 
         if macro:
             env_cfg = dataclasses.replace(cfg.env, action_mode="flexible", macro_k=cfg.sft.macro_k, macro_n=None)
         make = env_factory(dataclasses.replace(cfg, env=env_cfg), part[0].size)
-        episodes += run_episodes(make, [Job(t) for t in part], policy, agent_settings(cfg), seed=cfg.seed,
-                                 progress=progress, agent=make_agent(cfg))
+        episodes += run_episodes(
+            make,
+            [Job(t) for t in part],
+            policy,
+            agent_settings(cfg),
+            seed=cfg.seed,
+            progress=progress,
+            agent=make_agent(cfg),
+        )
     examples = []
     for ep in episodes:
         for turn in ep.turns:
@@ -182,8 +203,9 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     ckpt = latest_checkpoint(run_dir) if resume else None
-    model, tokenizer = (load_model(ckpt, *resolve_device_dtype(cfg.device, "float32")) if ckpt
-                        else load_policy(cfg, run_dir))
+    model, tokenizer = (
+        load_model(ckpt, *resolve_device_dtype(cfg.device, "float32")) if ckpt else load_policy(cfg, run_dir)
+    )
     backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
     tasks = select_tasks(cfg, "train")
     rng = random.Random(cfg.seed)
@@ -221,8 +243,9 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
     for step in bar:
         batch = [examples[i] for i in order[step * cfg.sft.batch_size : (step + 1) * cfg.sft.batch_size]]
         with _autocast(cfg, backend.device):
-            logp = sequence_logprobs(model, [e.prompt_ids for e in batch], [e.completion_ids for e in batch],
-                                     1.0, pad_id=backend.pad_id)  # (B, C)
+            logp = sequence_logprobs(
+                model, [e.prompt_ids for e in batch], [e.completion_ids for e in batch], 1.0, pad_id=backend.pad_id
+            )  # (B, C)
         lengths = torch.tensor([len(e.completion_ids) for e in batch])
         mask = torch.arange(logp.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)  # (B, C)
         loss = sft_loss(logp.float(), mask.to(logp.device))
@@ -234,11 +257,17 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         tokens += sum(len(e.prompt_ids) + len(e.completion_ids) for e in batch)
         elapsed = time.perf_counter() - t0
         bar.set_postfix(loss=f"{loss.item():.3f}")
-        append_jsonl(run_dir / "metrics.jsonl", {
-            "step": step + 1, "train/sft_loss": loss.item(), "train/lr": scheduler.get_last_lr()[0],
-            "train/grad_norm": float(grad_norm), "perf/tokens_per_s": tokens / max(elapsed, 1e-9),
-            "train/examples": len(examples),
-        })
+        append_jsonl(
+            run_dir / "metrics.jsonl",
+            {
+                "step": step + 1,
+                "train/sft_loss": loss.item(),
+                "train/lr": scheduler.get_last_lr()[0],
+                "train/grad_norm": float(grad_norm),
+                "perf/tokens_per_s": tokens / max(elapsed, 1e-9),
+                "train/examples": len(examples),
+            },
+        )
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < total_steps:
             save_checkpoint(run_dir, step + 1, model, tokenizer, optimizer, scheduler, config_yaml)
     bar.close()

@@ -70,8 +70,7 @@ def episode_rewards(ep: Episode, cfg: TrainConfig) -> tuple[torch.Tensor, torch.
     decomp = cfg.rl.subgoal_decomposition
     traj = torch.tensor(
         [
-            t.reward_terms["outcome"]
-            + (cfg.rl.milestone_weight * t.reward_terms["milestone"] if decomp else 0.0)
+            t.reward_terms["outcome"] + (cfg.rl.milestone_weight * t.reward_terms["milestone"] if decomp else 0.0)
             for t in ep.turns
         ]
     )
@@ -129,11 +128,7 @@ def update(
     stats = {"loss": 0.0, "kept": 0.0, "weight": 0.0, "grad_norm": 0.0, "turns": 0.0, "tokens": 0.0}
     device = next(model.parameters()).device
     model.train()
-    autocast = (
-        torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-        if cfg.bf16
-        else contextlib.nullcontext()
-    )
+    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if cfg.bf16 else contextlib.nullcontext()
     for chunk in chunks:
         batch = [samples[i] for i in chunk]
         with autocast:
@@ -191,9 +186,7 @@ def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
     }
 
 
-def evaluate_policy(
-    cfg: TrainConfig, backend: HFBackend, out: Path, label: str, progress: bool
-) -> dict[str, Any]:
+def evaluate_policy(cfg: TrainConfig, backend: HFBackend, out: Path, label: str, progress: bool) -> dict[str, Any]:
     """Evaluate the in-memory policy on the dataset's test split (``cfg.eval``)."""
     settings = agent_settings(cfg)
     spec = EvalSpec(

@@ -99,9 +99,7 @@ def test_error_modes_do_what_they_say() -> None:
         progress=False,
     )
     # A legal wrong digit when one exists (a dead end), else an illegal move.
-    assert all(
-        e.termination is TerminationReason.DEAD_END or e.turns[0].reward_terms["valid"] < 0 for e in wrong
-    )
+    assert all(e.termination is TerminationReason.DEAD_END or e.turns[0].reward_terms["valid"] < 0 for e in wrong)
     illegal = run_episodes(
         lambda: SudokuEnv(size=4, max_steps=3),
         jobs,
@@ -110,12 +108,8 @@ def test_error_modes_do_what_they_say() -> None:
         progress=False,
     )
     assert all(t.reward_terms["valid"] == -1.0 for e in illegal for t in e.turns)
-    rand = run_episodes(
-        lambda: SudokuEnv(size=4), jobs, ScriptedPolicy("random"), AgentSettings(), progress=False
-    )
-    assert all(
-        t.reward_terms["valid"] == 0.0 and t.reward_terms["format"] == 0.0 for e in rand for t in e.turns
-    )
+    rand = run_episodes(lambda: SudokuEnv(size=4), jobs, ScriptedPolicy("random"), AgentSettings(), progress=False)
+    assert all(t.reward_terms["valid"] == 0.0 and t.reward_terms["format"] == 0.0 for e in rand for t in e.turns)
 
 
 def test_same_seed_same_episodes() -> None:

@@ -117,9 +117,7 @@ def test_stop_string_cuts_ids_and_text_at_the_same_token(backend: HFBackend) -> 
     stop_at = 5
     stop = pieces[stop_at][len(pieces[stop_at - 1]) :][-1:] or "x"
     first = next(i for i, text in enumerate(pieces) if stop in text)
-    got = backend.generate([GenerationRequest(prompt=PROMPTS[1], params=greedy(20, stop=[stop, "\u2603"]))])[
-        0
-    ]
+    got = backend.generate([GenerationRequest(prompt=PROMPTS[1], params=greedy(20, stop=[stop, "\u2603"]))])[0]
     assert got.finish_reason == "stop"
     assert got.completion_ids == free.completion_ids[: first + 1]
     assert got.text == backend.decode(got.completion_ids) and stop in got.text
@@ -259,9 +257,7 @@ def test_growing_kv_cache_matches_transformers_cache(backend: HFBackend) -> None
 def test_draws_follow_the_processed_distribution(backend: HFBackend) -> None:
     n = 600
     reqs = [
-        GenerationRequest(
-            prompt=PROMPTS[1], params=SamplingParams(temperature=2.0, top_k=3, max_new_tokens=1, seed=s)
-        )
+        GenerationRequest(prompt=PROMPTS[1], params=SamplingParams(temperature=2.0, top_k=3, max_new_tokens=1, seed=s))
         for s in range(n)
     ]
     done = backend.generate(reqs)

@@ -132,9 +132,7 @@ def backend(url: str, **kw: Any) -> OpenAIBackend:
     return OpenAIBackend("m", url, timeout=10, **kw)
 
 
-REQ = GenerationRequest(
-    prompt="hi", params=SamplingParams(temperature=0.5, top_k=3, max_new_tokens=2, seed=1)
-)
+REQ = GenerationRequest(prompt="hi", params=SamplingParams(temperature=0.5, top_k=3, max_new_tokens=2, seed=1))
 
 
 def test_retries_429_and_5xx_then_succeeds(serve: Any) -> None:
@@ -154,11 +152,7 @@ def test_gives_up_after_bounded_retries(serve: Any) -> None:
     with backend(serve(fake), max_retries=2) as b:
         done = b.generate([REQ])[0]
     assert len(fake.calls) == 3
-    assert (
-        done.finish_reason == "error"
-        and "HTTP 500" in (done.error or "")
-        and "3 attempts" in (done.error or "")
-    )
+    assert done.finish_reason == "error" and "HTTP 500" in (done.error or "") and "3 attempts" in (done.error or "")
 
 
 def test_client_errors_are_not_retried(serve: Any) -> None:
@@ -224,9 +218,7 @@ def test_chat_endpoint_and_routing(serve: Any) -> None:
     with backend(url) as b:
         done = b.generate([chat, REQ])
     assert [c.logprobs for c in done] == [[-0.5, -1.5], [-0.5, -1.5]]
-    assert (
-        "messages" in fake.calls[0] and fake.calls[0]["logprobs"] is True and fake.calls[0]["stop"] == ["\n"]
-    )
+    assert "messages" in fake.calls[0] and fake.calls[0]["logprobs"] is True and fake.calls[0]["stop"] == ["\n"]
     assert "prompt" in fake.calls[1]
     with backend(url, use_chat=True) as b:
         b.generate([REQ])

@@ -36,9 +36,7 @@ def qwen3_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     )
     torch.manual_seed(1)
     model = Qwen3ForCausalLM(config)
-    with (
-        torch.no_grad()
-    ):  # a peakier output distribution than the default 0.02 init, so sampling is not uniform
+    with torch.no_grad():  # a peakier output distribution than the default 0.02 init, so sampling is not uniform
         model.lm_head.weight.mul_(20.0)
     out = tmp_path_factory.mktemp("qwen3") / "qwen3-random"
     model.save_pretrained(out)
@@ -83,7 +81,5 @@ def test_bfloat16_runs_the_same_path(qwen3_dir: Path) -> None:
     done = backend.generate([GenerationRequest(prompt=p, params=params) for p in PROMPTS])
     assert all(c.finish_reason in ("stop", "length") and c.logprobs for c in done)
     again = backend.completion_logprobs(done, params)
-    for b, c in enumerate(
-        done
-    ):  # bf16 rounding may differ between cached and full forwards: looser tolerance
+    for b, c in enumerate(done):  # bf16 rounding may differ between cached and full forwards: looser tolerance
         assert again[b, : len(c.completion_ids)].tolist() == pytest.approx(c.logprobs, abs=0.05)

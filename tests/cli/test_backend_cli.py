@@ -84,9 +84,7 @@ def test_serve_command_answers_over_http(tiny_model_dir: Path) -> None:
         )
         assert r.status_code == 200 and len(r.json()["choices"][0]["token_ids"]) == 3
         assert httpx.get(f"{base}/v1/models", timeout=5).status_code == 401
-        too_many = httpx.post(
-            f"{base}/v1/completions", headers=headers, json={"prompt": "x", "max_tokens": 9}
-        )
+        too_many = httpx.post(f"{base}/v1/completions", headers=headers, json={"prompt": "x", "max_tokens": 9})
         assert too_many.status_code == 400
     finally:
         proc.terminate()

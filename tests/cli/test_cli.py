@@ -44,9 +44,7 @@ def test_play_scripted_game(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert "Episode over: solved" in out
 
 
-def test_play_stops_at_end_of_input(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_play_stops_at_end_of_input(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     assert main(["play", "sudoku", "--size", "4"]) == 0
     assert "(end of input)" in capsys.readouterr().out
@@ -61,9 +59,7 @@ def test_play_stops_at_end_of_input(
         (["play", "sudoku", "--action-mode", "zigzag"], "env.action_mode"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and err.startswith("milepost: error:")

@@ -36,9 +36,7 @@ def test_generated_dataset_folder(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert all(t.env == "rushhour" and len(t.payload["board"]) == 36 for t in train + test)
     assert not {t.meta["cluster_id"] for t in train} & {t.meta["cluster_id"] for t in test}
     manifest = load_manifest(out)
-    assert manifest["command"].startswith(
-        "milepost data rushhour --levels 1-3,4-6 --source generate --train 3"
-    )
+    assert manifest["command"].startswith("milepost data rushhour --levels 1-3,4-6 --source generate --train 3")
     assert manifest["levels"]["4-6"]["counts"] == {"train": 3, "test": 2}
     assert set(manifest["levels"]["4-6"]["fits_budget_share"]) == {"atomic_30_steps", "slide_20_moves"}
     captured = capsys.readouterr()

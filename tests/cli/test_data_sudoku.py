@@ -72,7 +72,9 @@ def test_existing_folder_needs_overwrite(tmp_path: Path, capsys: pytest.CaptureF
         (["--levels", "L9"], "unknown level 'L9'"),
         (["--size", "4", "--levels", "L1"], "4x4: unknown level 'L1'"),
         (["--levels", "L3-L1"], "runs backwards"),
-        (["--tier", "hard"], "tier 'hard' cannot be generated"),
+        (["--grade", "expert"], "unknown tier 'expert'"),
+        (["--size", "4", "--levels", "S2", "--grade", "hard"], "hard-tier puzzles are 9x9 only"),
+        (["--grade", "easy,easy"], "distinct tiers"),
         (["--train", "-3"], "must be >= 0"),
         (["--train", "0", "--test", "0"], "nothing to generate"),
     ],
@@ -84,6 +86,35 @@ def test_bad_input_is_one_line(
     assert main(["data", "sudoku", *extra, "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("milepost: error: ") and message in err
+    assert not out.exists()
+
+
+def test_graded_tiers_in_one_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--grade easy,hard`` (``--tier`` is an alias): one dataset holding both tiers, with tier metadata."""
+    out = tmp_path / "mixed"
+    argv = ["data", "sudoku", "--levels", "L6", "--train", "1", "--test", "1", "--seed", "3"]
+    assert main([*argv, "--tier", "easy,hard", "--out", str(out), "--no-progress"]) == 0
+    tasks = load_tasks(out, "train") + load_tasks(out, "test")
+    assert sorted(t.meta["tier"] for t in tasks) == ["easy", "easy", "hard", "hard"]
+    hard = [t for t in tasks if t.meta["tier"] == "hard"]
+    assert all(set(t.meta) == {"tier", "hodoku_level", "hodoku_score", "techniques"} for t in hard)
+    assert len({t.task_id for t in tasks}) == 4
+    manifest = load_manifest(out)
+    assert manifest["tier"] == "easy,hard" and set(manifest["tiers"]) == {"easy", "hard"}
+    assert manifest["command"].endswith("--grade easy,hard --keep technique --out " + str(out))
+    assert "wrote 2 train and 2 test tasks" in capsys.readouterr().out
+
+
+def test_graded_request_that_cannot_be_met(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from milepost.envs.sudoku import harder
+
+    monkeypatch.setattr(harder, "generate_graded", lambda *args, **kwargs: None)
+    out = tmp_path / "ds"
+    argv = ["data", "sudoku", "--levels", "L1", "--grade", "hard", "--train", "2", "--test", "1"]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "level L1 (11-15 empty cells) gave 0 of 3 requested hard-tier puzzles" in err
     assert not out.exists()
 
 

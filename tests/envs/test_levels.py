@@ -9,7 +9,12 @@ from milepost.errors import InputError
 def test_paper_sudoku_levels() -> None:
     table = levels_for("sudoku", 9)
     assert [(lv.name, lv.lo, lv.hi) for lv in table] == [
-        ("L1", 11, 15), ("L2", 16, 20), ("L3", 21, 25), ("L4", 26, 30), ("L5", 31, 35), ("L6", 36, 40),
+        ("L1", 11, 15),
+        ("L2", 16, 20),
+        ("L3", 21, 25),
+        ("L4", 26, 30),
+        ("L5", 31, 35),
+        ("L6", 36, 40),
         ("L7", 41, 45),
     ]
     assert level_of("sudoku", 9, 23) == get_level("sudoku", 9, "L3")

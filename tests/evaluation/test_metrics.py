@@ -101,9 +101,7 @@ def test_failure_taxonomy_first_match_wins() -> None:
     two_errors = [_turn(0), _turn(1, fmt=-1.0), _turn(2, valid=-1.0)]
     progressing = _episode(two_errors, TerminationReason.BUDGET_EXHAUSTED, steps=[5])
     assert classify_failure(progressing) == "budget_exhausted"
-    looping = _episode(
-        [_turn(i, state="same") for i in range(3)], TerminationReason.BUDGET_EXHAUSTED, steps=[5]
-    )
+    looping = _episode([_turn(i, state="same") for i in range(3)], TerminationReason.BUDGET_EXHAUSTED, steps=[5])
     assert classify_failure(looping) == "stuck_midway"
     stalled = _episode([_turn(i) for i in range(4)], TerminationReason.BUDGET_EXHAUSTED, steps=[1])
     assert classify_failure(stalled) == "stuck_midway"

@@ -27,8 +27,15 @@ def dataset(tmp_path: Path) -> Path:
 
 def test_eval_writes_outputs_and_resumes(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    spec = EvalSpec(env="sudoku", data=str(dataset), policy="noisy-oracle:0.8:format", n=4, ks=[1, 4],
-                    env_kwargs={"max_steps": 12}, settings=AgentSettings(batch_size=8))
+    spec = EvalSpec(
+        env="sudoku",
+        data=str(dataset),
+        policy="noisy-oracle:0.8:format",
+        n=4,
+        ks=[1, 4],
+        env_kwargs={"max_steps": 12},
+        settings=AgentSettings(batch_size=8),
+    )
     result = evaluate(spec, out, progress=False)
     assert {p.name for p in out.iterdir()} >= {"episodes.jsonl", "metrics.json", "report.md", "success.png", "run.json"}
     rows = list(read_jsonl(out / "episodes.jsonl"))
@@ -54,8 +61,7 @@ def test_eval_refuses_a_folder_from_another_config(dataset: Path, tmp_path: Path
     out = tmp_path / "run"
     evaluate(EvalSpec(env="sudoku", data=str(dataset), policy="oracle", n=1, ks=[1], limit=1), out, progress=False)
     with pytest.raises(InputError, match=r"different configuration \(policy\)"):
-        evaluate(EvalSpec(env="sudoku", data=str(dataset), policy="random", n=1, ks=[1], limit=1), out,
-                 progress=False)
+        evaluate(EvalSpec(env="sudoku", data=str(dataset), policy="random", n=1, ks=[1], limit=1), out, progress=False)
 
 
 def test_oracle_ceiling_reflects_the_budget(dataset: Path, tmp_path: Path) -> None:

@@ -97,9 +97,7 @@ def test_chat_completions(client: openai.OpenAI) -> None:
     ],
     ids=["greedy", "seeded"],
 )
-def test_http_generation_equals_in_process(
-    remote: OpenAIBackend, local: HFBackend, params: SamplingParams
-) -> None:
+def test_http_generation_equals_in_process(remote: OpenAIBackend, local: HFBackend, params: SamplingParams) -> None:
     for req in (
         GenerationRequest(prompt="Solve this 4x4 Sudoku", params=params),
         GenerationRequest(messages=[{"role": "user", "content": "value(2, r1c1)"}], params=params),

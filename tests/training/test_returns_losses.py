@@ -47,9 +47,7 @@ def test_advantage_combines_normalised_return_and_step_reward() -> None:
     assert [a.item() for a in adv] == pytest.approx([1.0 + 0.2, -1.0 - 0.2], abs=1e-5)
     raw = advantages([T([1.0]), T([0.0])], [T([0.0]), T([-1.0])], alpha=0.5, normalisation="none")
     assert [a.item() for a in raw] == pytest.approx([1.0, -0.5])
-    only_traj = advantages(
-        [T([0.0, 1.0]), T([0.0, 0.0])], [T([-1.0, 0.0]), T([0.0, 0.0])], gamma=1.0, alpha=0.0
-    )
+    only_traj = advantages([T([0.0, 1.0]), T([0.0, 0.0])], [T([-1.0, 0.0]), T([0.0, 0.0])], gamma=1.0, alpha=0.0)
     # Returns [1, 1, 0, 0] -> mean 0.5, std 0.5 -> [1, 1, -1, -1].
     assert torch.cat(only_traj).tolist() == pytest.approx([1.0, 1.0, -1.0, -1.0], abs=1e-5)
 

@@ -75,9 +75,7 @@ class Layout:
         self.masks: list[list[int]] = [[v.mask(p) for p in range(v.max_pos + 1)] for v in self.vehicles]
         self.display_order: list[int] = sorted(range(self.n), key=lambda i: self.vehicles[i].letter)
         # For drawing: each vehicle's cells per offset, and the empty board ('.' free, '#' wall).
-        self.cell_lists: list[list[list[int]]] = [
-            [v.cells(p) for p in range(v.max_pos + 1)] for v in self.vehicles
-        ]
+        self.cell_lists: list[list[list[int]]] = [[v.cells(p) for p in range(v.max_pos + 1)] for v in self.vehicles]
         self.blank: list[str] = ["#" if c in self.walls else "." for c in range(CELLS)]
         # entering[i][p]: (cell mask entered moving one cell forward, moving backward) at offset p, 0 = off
         # the board; this is what makes a one-cell legality check one AND.
@@ -98,9 +96,7 @@ class Layout:
         """One line saying which way each vehicle moves (and what a wall looks like)."""
         horizontal = sorted(v.letter for v in self.vehicles if v.horizontal)
         vertical = sorted(v.letter for v in self.vehicles if not v.horizontal)
-        parts = [f"left/right: {', '.join(horizontal)}"] + (
-            [f"up/down: {', '.join(vertical)}"] if vertical else []
-        )
+        parts = [f"left/right: {', '.join(horizontal)}"] + ([f"up/down: {', '.join(vertical)}"] if vertical else [])
         return "Vehicles move " + "; ".join(parts) + "." + (" # is a wall." if self.walls else "")
 
     def pack(self, positions: Sequence[int]) -> int:
@@ -176,9 +172,7 @@ def parse_board(text: object) -> tuple[Layout, list[int]]:
     if length != 2:
         raise InputError(f"board: primary car A must have length 2, not {length}")
     if lane != EXIT_ROW:
-        raise InputError(
-            f"board: primary car A must be on row {EXIT_ROW + 1} (the exit row), not row {lane + 1}"
-        )
+        raise InputError(f"board: primary car A must be on row {EXIT_ROW + 1} (the exit row), not row {lane + 1}")
     return _build(specs, walls)
 
 
@@ -186,9 +180,7 @@ def _vehicle_spec(letter: str, cells: list[int]) -> tuple[str, bool, int, int, i
     rows = {c // SIDE for c in cells}
     cols = {c % SIDE for c in cells}
     if len(cells) == 1:
-        raise InputError(
-            f"board: vehicle {letter} has length 1 at {_where(cells[0])} (vehicles are 2 or 3 long)"
-        )
+        raise InputError(f"board: vehicle {letter} has length 1 at {_where(cells[0])} (vehicles are 2 or 3 long)")
     if len(rows) > 1 and len(cols) > 1:
         raise InputError(f"board: vehicle {letter} is bent (its cells are not in one row or one column)")
     horizontal = len(rows) == 1
@@ -226,8 +218,7 @@ def layout_from_pieces(
     for k, (horizontal, lane, length, pos) in enumerate(pieces):
         if length not in (2, 3) or not 0 <= lane < SIDE or not 0 <= pos <= SIDE - length:
             raise InputError(
-                f"piece {k}: (horizontal={horizontal}, lane={lane}, length={length}, pos={pos}) "
-                "is off the board"
+                f"piece {k}: (horizontal={horizontal}, lane={lane}, length={length}, pos={pos}) is off the board"
             )
         v = Vehicle("?", "?", horizontal, lane, length)
         for c in v.cells(pos):

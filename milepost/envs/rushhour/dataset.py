@@ -148,8 +148,7 @@ def file_level(
                 progress(1)
     if len(tasks) < count:
         raise InputError(
-            f"{source}: level {level.name} has {len(tasks)} usable boards (distinct clusters), "
-            f"{count} requested"
+            f"{source}: level {level.name} has {len(tasks)} usable boards (distinct clusters), {count} requested"
         )
     return tasks
 
@@ -160,9 +159,7 @@ def budget_shares(tasks: Sequence[Task]) -> dict[str, float | None]:
         return {f"atomic_{ATOMIC_BUDGET}_steps": None, f"slide_{MACRO_BUDGET}_moves": None}
     n = len(tasks)
     return {
-        f"atomic_{ATOMIC_BUDGET}_steps": round(
-            sum(t.meta["min_steps"] <= ATOMIC_BUDGET for t in tasks) / n, 4
-        ),
+        f"atomic_{ATOMIC_BUDGET}_steps": round(sum(t.meta["min_steps"] <= ATOMIC_BUDGET for t in tasks) / n, 4),
         f"slide_{MACRO_BUDGET}_moves": round(sum(t.meta["min_moves"] <= MACRO_BUDGET for t in tasks) / n, 4),
     }
 
@@ -216,9 +213,7 @@ def build_dataset(
                     progress=bar.update,
                 )
             else:
-                tasks = file_level(
-                    records, level, per_level_count, seed, source, taken=taken, progress=bar.update
-                )
+                tasks = file_level(records, level, per_level_count, seed, source, taken=taken, progress=bar.update)
             parts = _split(tasks, n_train, seed, level.name)
             for split, part in parts.items():
                 splits[split].extend(part)

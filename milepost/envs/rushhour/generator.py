@@ -92,9 +92,7 @@ def random_placement(rng: random.Random, vehicles: int, walls: int) -> tuple[lis
     return pieces, wall_cells
 
 
-def _vary(
-    rng: random.Random, pieces: list[Piece], walls: list[int], max_walls: int
-) -> tuple[list[Piece], list[int]]:
+def _vary(rng: random.Random, pieces: list[Piece], walls: list[int], max_walls: int) -> tuple[list[Piece], list[int]]:
     """One random variation: add, remove or move a vehicle (or, when walls are allowed, a wall)."""
     roll = rng.random()
     if max_walls and roll < 0.15:

@@ -49,8 +49,7 @@ def illegal(rules: RushHourRules, rng: random.Random) -> str:
         for letter in letters
         for direction in DIRECTIONS
         if state.why_illegal(Move(letter, direction)) is not None
-        and (direction in ("left", "right"))
-        == state.layout.vehicles[state.layout.index_of[letter]].horizontal
+        and (direction in ("left", "right")) == state.layout.vehicles[state.layout.index_of[letter]].horizontal
     ]
     if blocked:
         return rng.choice(blocked).text()

@@ -15,9 +15,7 @@ from milepost.types import Subgoal, Task
 # One vehicle letter, a direction word, an optional cell count. The count is capped at 3 digits so a
 # pathological answer cannot make int() slow; a letter that is not on the board still parses (it is then an
 # invalid action, not a format error), as does a count of 0 or one above what slide mode allows.
-_MOVE = re.compile(
-    r"move\(\s*([A-Za-z])\s*,\s*(up|down|left|right)\s*(?:,\s*(\d{1,3})\s*)?\)\.?", re.IGNORECASE
-)
+_MOVE = re.compile(r"move\(\s*([A-Za-z])\s*,\s*(up|down|left|right)\s*(?:,\s*(\d{1,3})\s*)?\)\.?", re.IGNORECASE)
 
 
 def parse_move(text: str) -> Move | None:
@@ -188,9 +186,7 @@ class RushHourRules:
         elif mode.k is None:
             how = "Give one or more actions per turn, separated by ';'; they are applied in order."
         else:
-            how = (
-                f"Give between 1 and {mode.k} actions per turn, separated by ';'; they are applied in order."
-            )
+            how = f"Give between 1 and {mode.k} actions per turn, separated by ';'; they are applied in order."
         return (
             "Solve this 6x6 Rush Hour puzzle: slide the vehicles so that the red car A reaches the exit on "
             f"the right of row {EXIT_ROW + 1}. Vehicles move only along their length (horizontal ones "

@@ -295,9 +295,7 @@ def _solve_batch(
     """Keys (sorted, so each puzzle's states are contiguous), moves, steps or None, bounds, starts, and
     which puzzles were cut off at ``max_states``."""
     batch = _Batch([lay for lay, _ in puzzles])
-    starts = np.array(
-        [lay.pack(pos) | (j << _PID_SHIFT) for j, (lay, pos) in enumerate(puzzles)], dtype=np.int64
-    )
+    starts = np.array([lay.pack(pos) | (j << _PID_SHIFT) for j, (lay, pos) in enumerate(puzzles)], dtype=np.int64)
     keys, step, over = _explore(batch, starts, max_states)
     goals = np.nonzero((keys & MASK) == GOAL_POS)[0]  # the primary car is vehicle 0 of every layout
     moves = _distances(step, goals, slides=True)

@@ -84,18 +84,14 @@ class RushHourState:
         run = self._free_run(i, _SIGN[move.direction])
         if run >= move.cells:
             return None
-        stopped = self.positions[i] + _SIGN[move.direction] * (
-            run + (v.length if _SIGN[move.direction] > 0 else 1)
-        )
+        stopped = self.positions[i] + _SIGN[move.direction] * (run + (v.length if _SIGN[move.direction] > 0 else 1))
         plural = "s" if move.cells > 1 else ""
         if not 0 <= stopped < SIDE:
             return f"{v.letter} cannot move {move.direction} {move.cells} cell{plural}: the edge of the board"
         cell = v.lane * SIDE + stopped if v.horizontal else stopped * SIDE + v.lane
         what = "a wall" if cell in self.layout.walls else self._vehicle_at(cell)
         where = f"row {cell // SIDE + 1}, column {cell % SIDE + 1}"
-        return (
-            f"{v.letter} cannot move {move.direction} {move.cells} cell{plural}: blocked by {what} at {where}"
-        )
+        return f"{v.letter} cannot move {move.direction} {move.cells} cell{plural}: blocked by {what} at {where}"
 
     def apply(self, move: Move) -> None:
         """Play a legal move; raises ``ValueError`` naming the reason when it is not legal."""

@@ -36,9 +36,7 @@ def parse_bank_line(text: str, size: int | None = None) -> tuple[list[int], list
     """
     tokens = [t for t in _SEPARATORS.split(text.strip()) if len(t) in _BOARD_LENGTHS]
     if not tokens or len(tokens) > 2:
-        raise InputError(
-            f"expected a puzzle of 16, 36 or 81 characters (and optionally its solution), got {text!r}"
-        )
+        raise InputError(f"expected a puzzle of 16, 36 or 81 characters (and optionally its solution), got {text!r}")
     n = size or _BOARD_LENGTHS[len(tokens[0])]
     puzzle = parse_grid(tokens[0], n)
     if len(tokens) == 1:

@@ -117,9 +117,7 @@ def _refine(arrangement: Arrangement, k: list[int], unlabelled: int) -> list[Arr
     return [tuple(itertools.chain.from_iterable(p)) for p in itertools.product(*per_sblock)]
 
 
-def _child(
-    parent: _Cand, r: int, band_left: tuple[int, ...], bands_left: tuple[int, ...], arr: Arrangement
-) -> _Cand:
+def _child(parent: _Cand, r: int, band_left: tuple[int, ...], bands_left: tuple[int, ...], arr: Arrangement) -> _Cand:
     """The candidate after placing row ``r`` with the refined arrangement ``arr``: new digits are labelled
     in column order."""
     labels = list(parent.labels)
@@ -204,8 +202,6 @@ def canonical_form(puzzle: Sequence[int]) -> str:
         cands = [
             _child(cand, r, band_left, bands_left, child)
             for cand, r, k, band_left, bands_left in winners
-            for child in (
-                [cand.arrangement] if cand.order is not None else _refine(cand.arrangement, k, unlabelled)
-            )
+            for child in ([cand.arrangement] if cand.order is not None else _refine(cand.arrangement, k, unlabelled))
         ]
     return "".join(map(str, out))

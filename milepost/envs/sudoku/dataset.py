@@ -168,9 +168,7 @@ def build_dataset(
         raise InputError("sudoku: no levels given")
     for level in levels:
         if level not in table:
-            raise InputError(
-                f"sudoku {size}x{size}: level {level.name} ({level.lo}-{level.hi}) is not of this size"
-            )
+            raise InputError(f"sudoku {size}x{size}: level {level.name} ({level.lo}-{level.hi}) is not of this size")
     seen: set[str] = set()
     splits: dict[str, list[Task]] = {"train": [], "test": []}
     per_level: dict[str, dict[str, Any]] = {}

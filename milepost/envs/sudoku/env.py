@@ -28,7 +28,7 @@ def make_task(
     meta: dict[str, Any] | None = None,
 ) -> Task:
     """A Sudoku ``Task`` record (DESIGN: Contracts) from grids; goal distance = empty cells."""
-    n = int(round(len(puzzle) ** 0.5))
+    n = round(len(puzzle) ** 0.5)
     empties = sum(1 for d in puzzle if d == 0)
     tag = f"{split}-" if split else ""
     return Task(
@@ -81,8 +81,15 @@ class SudokuEnv(TextEnv[SudokuState, Fill]):
             raise InputError("sudoku: action_mode 'slide' is a Rush Hour mode")
         try:
             EnvConfig(
-                name="sudoku", size=size, max_steps=max_steps, action_mode=action_mode, macro_k=macro_k,
-                macro_n=macro_n, render=render, wrong_fill=wrong_fill, allow_overwrite=allow_overwrite,
+                name="sudoku",
+                size=size,
+                max_steps=max_steps,
+                action_mode=action_mode,
+                macro_k=macro_k,
+                macro_n=macro_n,
+                render=render,
+                wrong_fill=wrong_fill,
+                allow_overwrite=allow_overwrite,
                 subgoals=list(subgoals),
             )
         except ValueError as exc:
@@ -97,13 +104,22 @@ class SudokuEnv(TextEnv[SudokuState, Fill]):
             if task.size != size:
                 raise InputError(f"task {task.task_id} is {task.size}x{task.size}; this env is {size}x{size}")
             return SudokuRules(
-                task, action_mode=mode, render_style=render, wrong_fill=wrong_fill,
-                allow_overwrite=allow_overwrite, subgoal_kinds=subgoals,
+                task,
+                action_mode=mode,
+                render_style=render,
+                wrong_fill=wrong_fill,
+                allow_overwrite=allow_overwrite,
+                subgoal_kinds=subgoals,
             )
 
         super().__init__(
-            make_rules, self.sample_task, max_steps=max_steps, action_mode=mode,
-            reward_weights=reward_weights, observe=observe, render_mode=render_mode,
+            make_rules,
+            self.sample_task,
+            max_steps=max_steps,
+            action_mode=mode,
+            reward_weights=reward_weights,
+            observe=observe,
+            render_mode=render_mode,
         )
 
     def sample_task(self, seed: int) -> Task:

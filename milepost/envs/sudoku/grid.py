@@ -53,8 +53,7 @@ def geometry(n: int) -> Geometry:
     cols = tuple(tuple(r * n + c for r in range(n)) for c in range(n))
     boxes = tuple(tuple(i for i in range(n * n) if box_of[i] == b) for b in range(n))
     peers = tuple(
-        tuple(sorted((set(rows[row_of[i]]) | set(cols[col_of[i]]) | set(boxes[box_of[i]])) - {i}))
-        for i in range(n * n)
+        tuple(sorted((set(rows[row_of[i]]) | set(cols[col_of[i]]) | set(boxes[box_of[i]])) - {i})) for i in range(n * n)
     )
     return Geometry(n, br, bc, row_of, col_of, box_of, rows, cols, boxes, peers, (1 << n) - 1)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 
 from milepost.envs.actions import ActionMode
@@ -70,6 +70,11 @@ def task_grids(task: Task) -> tuple[list[int], list[int]]:
     return puzzle, solution
 
 
+def _unit_predicate(unit: tuple[int, ...]) -> Callable[[SudokuState], bool]:
+    """The predicate "every cell of ``unit`` holds its solution digit"."""
+    return lambda state: state.unit_solved(unit)
+
+
 def make_subgoals(state: SudokuState, kinds: Iterable[str]) -> tuple[list[Subgoal], list[list[int]]]:
     """One subgoal per unit (box, row or column) that has an empty cell at the start, in a fixed order.
 
@@ -90,9 +95,7 @@ def make_subgoals(state: SudokuState, kinds: Iterable[str]) -> tuple[list[Subgoa
                 continue
             if kind == "boxes":
                 r0, c0 = geo.row_of[unit[0]], geo.col_of[unit[0]]
-                where = (
-                    f"box {u + 1} (rows {r0 + 1}-{r0 + geo.box_rows}, columns {c0 + 1}-{c0 + geo.box_cols})"
-                )
+                where = f"box {u + 1} (rows {r0 + 1}-{r0 + geo.box_rows}, columns {c0 + 1}-{c0 + geo.box_cols})"
             else:
                 where = f"{'row' if kind == 'rows' else 'column'} {u + 1}"
             index = len(goals)
@@ -102,7 +105,7 @@ def make_subgoals(state: SudokuState, kinds: Iterable[str]) -> tuple[list[Subgoa
                     description=f"Complete {where}",
                     success_criteria=f"every cell of {where} holds its solution digit",
                     estimated_steps=empties,
-                    predicate=lambda s, unit=unit: s.unit_solved(unit),
+                    predicate=_unit_predicate(unit),
                 )
             )
             for cell in unit:

@@ -252,6 +252,4 @@ def classify_singles(puzzle: list[int]) -> SinglesGrade:
         tier = "hidden"
     else:
         tier = "easy"
-    return SinglesGrade(
-        tier, counts["full_house"], counts["naked_single"], counts["hidden_single"], remaining
-    )
+    return SinglesGrade(tier, counts["full_house"], counts["naked_single"], counts["hidden_single"], remaining)

@@ -146,11 +146,7 @@ class SudokuState:
         if self.cells[cell]:
             return 0
         geo = self.geo
-        used = (
-            self.row_mask[geo.row_of[cell]]
-            | self.col_mask[geo.col_of[cell]]
-            | self.box_mask[geo.box_of[cell]]
-        )
+        used = self.row_mask[geo.row_of[cell]] | self.col_mask[geo.col_of[cell]] | self.box_mask[geo.box_of[cell]]
         return geo.full & ~used
 
     def legal_actions(self) -> list[Fill]:

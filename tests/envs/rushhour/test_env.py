@@ -71,9 +71,7 @@ def test_oracle_solves_in_exactly_the_optimal_number_of_turns(task7: Task, mode:
         move = oracle_move(env.rules)  # type: ignore[arg-type]
         assert move is not None and (mode == "slide" or move.cells == 1)
         before = info["remaining_distance"]
-        _, reward, terminated, truncated, info = env.step(
-            f"<think>..</think> REASON: optimal. ACTION: {move.text()}"
-        )
+        _, reward, terminated, truncated, info = env.step(f"<think>..</think> REASON: optimal. ACTION: {move.text()}")
         assert info["remaining_distance"] == before - 1 and info["correct_actions"] == 1
         total += reward
         done = terminated or truncated
@@ -141,11 +139,7 @@ def test_slide_mode_takes_n_cells_and_counts_moves(task7: Task) -> None:
     assert info["actions"] == ["move(B, right)"] and info["error"] is None
     assert info["remaining_distance"] == 7 and info["correct_actions"] == 0  # legal, but no closer
     _, _, _, _, info = env.step("move(C, left, 3)")
-    assert (
-        info["actions"] == ["move(C, left, 3)"]
-        and info["remaining_distance"] == 6
-        and info["correct_actions"] == 1
-    )
+    assert info["actions"] == ["move(C, left, 3)"] and info["remaining_distance"] == 6 and info["correct_actions"] == 1
     _, _, _, _, info = env.step("move(G, down, 2)")
     assert info["error"] == "G cannot move down 2 cells: blocked by vehicle D at row 5, column 4"
     _, _, _, _, info = env.step("move(C, right, 3)")
@@ -203,9 +197,7 @@ def test_bad_tasks_and_settings_are_one_line_errors(task7: Task) -> None:
     bad = Task.from_dict({**task7.to_dict(), "payload": {"board": "oooo"}})
     with pytest.raises(InputError, match="board has 4 characters"):
         env.reset(options={"task": bad})
-    unsolvable = Task.from_dict(
-        {**task7.to_dict(), "payload": {"board": "ooooooooooooAAoBBooooooooooooooooooo"}}
-    )
+    unsolvable = Task.from_dict({**task7.to_dict(), "payload": {"board": "ooooooooooooAAoBBooooooooooooooooooo"}})
     with pytest.raises(InputError, match="cannot be solved"):
         env.reset(options={"task": unsolvable})
     with pytest.raises(InputError, match="payload needs a 'board'"):
@@ -226,10 +218,7 @@ def test_parse_move_forms() -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    text=st.text(max_size=80)
-    | st.from_regex(r"move\([A-Za-z0-9 ]{0,3}, ?(up|down|left|right|x)(, ?-?\d{1,4})?\)")
-)
+@given(text=st.text(max_size=80) | st.from_regex(r"move\([A-Za-z0-9 ]{0,3}, ?(up|down|left|right|x)(, ?-?\d{1,4})?\)"))
 def test_arbitrary_text_never_raises_and_errors_change_nothing(task7: Task, text: str) -> None:
     for mode in ("atomic", "slide", "flexible"):
         env = RushHourEnv(action_mode=mode)

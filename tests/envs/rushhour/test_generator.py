@@ -101,7 +101,5 @@ def test_file_source_checks_lines_and_keeps_one_board_per_cluster(tmp_path: Path
 
     wrong = tmp_path / "wrong.txt"
     write_fogleman(wrong, [FoglemanRecord(8, rec.board, rec.cluster_size)])
-    with pytest.raises(
-        InputError, match=r"wrong\.txt:1: the file says 8 moves / cluster \d+, the solver finds 7"
-    ):
+    with pytest.raises(InputError, match=r"wrong\.txt:1: the file says 8 moves / cluster \d+, the solver finds 7"):
         build_dataset(parse_levels("7-9", "rushhour", 6), 1, 0, seed=0, source=str(wrong))

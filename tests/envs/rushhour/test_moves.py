@@ -18,9 +18,7 @@ BOARD7 = "oBBBoHoooGoHAAoGoHoooCCCoDDDoooEEEFF"  # 7 moves, 12 one-cell steps
     ("mode", "kwargs", "turns"),
     [("atomic", {}, 12), ("slide", {}, 7), ("flexible", {"macro_k": 5}, 3), ("fixed", {"macro_n": 5}, 3)],
 )
-def test_scripted_oracle_solves_in_the_optimal_number_of_turns(
-    mode: str, kwargs: dict[str, int], turns: int
-) -> None:
+def test_scripted_oracle_solves_in_the_optimal_number_of_turns(mode: str, kwargs: dict[str, int], turns: int) -> None:
     task = make_task(BOARD7)
     env = RushHourEnv(action_mode=mode, **kwargs)  # type: ignore[arg-type]
     env.reset(options={"task": task})

@@ -149,8 +149,5 @@ def test_every_line_of_rush_18k_agrees() -> None:
         for rec, cluster in zip(chunk, solve_many([parse_board(r.board) for r in chunk], batch_size=32)):
             if (cluster.min_moves, cluster.size) != (rec.min_moves, rec.cluster_size):
                 wrong.append(rec.line)
-    print(
-        f"rush_18k: {len(records) - len(wrong)} of {len(records)} agree "
-        f"in {time.perf_counter() - start:.0f} s"
-    )
+    print(f"rush_18k: {len(records) - len(wrong)} of {len(records)} agree in {time.perf_counter() - start:.0f} s")
     assert wrong == []

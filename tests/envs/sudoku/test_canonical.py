@@ -145,9 +145,7 @@ def test_different_puzzles_differ() -> None:
     assert len({canonical_form(p) for p in big}) == 30
 
 
-@pytest.mark.parametrize(
-    ("puzzle", "message"), [([0] * 80, "not a 4x4, 6x6 or 9x9"), ([0] * 15 + [5], "digits 0-4")]
-)
+@pytest.mark.parametrize(("puzzle", "message"), [([0] * 80, "not a 4x4, 6x6 or 9x9"), ([0] * 15 + [5], "digits 0-4")])
 def test_bad_input(puzzle: list[int], message: str) -> None:
     with pytest.raises(InputError, match=message):
         canonical_form(puzzle)

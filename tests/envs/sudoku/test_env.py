@@ -65,9 +65,7 @@ def test_oracle_solves_with_one_milestone_per_box(task9: Task) -> None:
     while not (terminated or truncated):
         fill = oracle_fill(env.state)
         assert fill is not None
-        _, reward, terminated, truncated, info = env.step(
-            f"<think>easy</think> REASON: forced. ACTION: {fill.text()}"
-        )
+        _, reward, terminated, truncated, info = env.step(f"<think>easy</think> REASON: forced. ACTION: {fill.text()}")
         total += reward
         milestones += int(info["reward_terms"]["milestone"])
         assert info["correct_actions"] == 1
@@ -218,9 +216,7 @@ def test_arbitrary_text_never_raises_and_errors_change_nothing(text: str) -> Non
 
 @settings(max_examples=200, deadline=None)
 @given(digit=st.integers(-5, 15), row=st.integers(-2, 11), col=st.integers(-2, 11), cell_first=st.booleans())
-def test_wellformed_actions_are_applied_or_rejected_cleanly(
-    digit: int, row: int, col: int, cell_first: bool
-) -> None:
+def test_wellformed_actions_are_applied_or_rejected_cleanly(digit: int, row: int, col: int, cell_first: bool) -> None:
     env = SudokuEnv(size=4, wrong_fill="continue")
     env.reset(seed=1)
     before = list(env.state.cells)

@@ -142,9 +142,7 @@ def test_full_sweep_of_reference_banks() -> None:
     """Every puzzle of the reference banks (not hodoku-py) has exactly one solution, found by the solver."""
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is not available")
-    files = sorted(
-        p for sub in ("tdoku", "norvig", "sudoku-exchange") for p in (SHARED / sub).glob("*") if p.is_file()
-    )
+    files = sorted(p for sub in ("tdoku", "norvig", "sudoku-exchange") for p in (SHARED / sub).glob("*") if p.is_file())
     assert files
     total = 0
     for path in files:
