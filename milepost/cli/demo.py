@@ -45,6 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arms", default=",".join(ARMS), help="comma list of arms to run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2, help="parallel jobs (one torch thread each)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value of every arm's config, e.g. --set rl.tasks_per_iter=8")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -58,6 +60,7 @@ def _arm_config(args: argparse.Namespace, arm: str, data: Path) -> Any:
         overrides.append(f"rl.iterations={args.iterations}")
     if args.eval_limit is not None:
         overrides.append(f"eval.limit={args.eval_limit}")
+    overrides += list(getattr(args, "overrides", []))
     cfg = load_config(TrainConfig, Path(args.configs) / f"sudoku4_{arm}.yaml", overrides)
     assert isinstance(cfg, TrainConfig)
     return cfg

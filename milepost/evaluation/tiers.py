@@ -42,8 +42,7 @@ class TierBreakdown:
     def plot(self, path: str | Path, title: str) -> Path:
         """Success against goal distance, one line (with per-distance dots) per tier, like Figure 12."""
         series = {
-            _label(tier): (metrics, success_by_distance(self.episodes[tier]))
-            for tier, metrics in self.levels.items()
+            _label(tier): (metrics, success_by_distance(self.episodes[tier])) for tier, metrics in self.levels.items()
         }
         return plot_success_vs_distance(path, series, title)
 

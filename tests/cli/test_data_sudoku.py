@@ -105,8 +105,9 @@ def test_graded_tiers_in_one_dataset(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "wrote 2 train and 2 test tasks" in capsys.readouterr().out
 
 
-def test_graded_request_that_cannot_be_met(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_graded_request_that_cannot_be_met(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from milepost.envs.sudoku import harder
 
     monkeypatch.setattr(harder, "generate_graded", lambda *args, **kwargs: None)
