@@ -45,8 +45,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arms", default=",".join(ARMS), help="comma list of arms to run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2, help="parallel jobs (one torch thread each)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a value of every arm's config, e.g. --set rl.tasks_per_iter=8")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a value of every arm's config, e.g. --set rl.tasks_per_iter=8",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -111,11 +117,6 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise InputError(f"--arms: unknown arm(s) {', '.join(unknown)} (known: {', '.join(ARMS)})")
-    if not (Path(args.checkpoint) / "config.json").is_file():
-        raise InputError(
-            f"{args.checkpoint}: no SFT checkpoint (make one with `milepost sft --config "
-            "configs/tiny-cpu/sudoku4_sft.yaml --out runs/sft` and pass --checkpoint runs/sft/final)"
-        )
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -128,6 +129,22 @@ def run(args: argparse.Namespace) -> int:
         )
         write_dataset(data, splits, manifest, overwrite=True)
     timings["data_s"] = time.perf_counter() - started
+
+    # Without the shipped checkpoint, make one the way it was made (configs/tiny-cpu/sudoku4_sft.yaml).
+    if not (Path(args.checkpoint) / "config.json").is_file():
+        from milepost.config import load_config
+        from milepost.training.config import TrainConfig
+        from milepost.training.sft import train_sft
+
+        console.print(f"[bold]1/3[/] no SFT checkpoint at {args.checkpoint}: training one (sudoku4_sft.yaml)")
+        sft_cfg = load_config(TrainConfig, Path(args.configs) / "sudoku4_sft.yaml", [f"data={data}", "threads=1"])
+        assert isinstance(sft_cfg, TrainConfig)
+        final = out / "sft" / "final"
+        if not (final / "config.json").exists():
+            resume = (out / "sft" / "checkpoints" / "latest").exists()
+            final = train_sft(sft_cfg, out / "sft", resume=resume, progress=not args.no_progress)
+        args.checkpoint = str(final)
+        timings["sft_s"] = time.perf_counter() - started - timings["data_s"]
 
     # 2-3. The SFT start (evaluated in atomic and macro mode) and the RL arms on equal budgets, each arm then
     # evaluated on every level. Jobs run in a pool of --workers processes (one torch thread each): on a
