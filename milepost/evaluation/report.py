@@ -32,10 +32,13 @@ def markdown_table(title: str, levels: Sequence[LevelMetrics], ks: Sequence[int]
     rows.append(["step accuracy (%)"] + [_pct(lv.step_accuracy) for lv in levels])
     rows.append(["subgoals reached (%)"] + [_pct(lv.subgoal_fraction) for lv in levels])
     rows.append(["oracle ceiling (%)"] + [_pct(lv.oracle_ceiling) for lv in levels])
-    rows.append(["turns on successes"] + [
-        "-" if lv.effective_horizon is None else f"{lv.effective_horizon:.1f} (d={lv.goal_distance_on_success:.1f})"
-        for lv in levels
-    ])
+    rows.append(
+        ["turns on successes"]
+        + [
+            "-" if lv.effective_horizon is None else f"{lv.effective_horizon:.1f} (d={lv.goal_distance_on_success:.1f})"
+            for lv in levels
+        ]
+    )
     lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
@@ -57,13 +60,20 @@ def failure_table(levels: Sequence[LevelMetrics]) -> str:
 
 # Rows of the SGO table: (label, counter), shown per level as totals; shares are computed below the table.
 SGO_ROWS = (
-    ("episodes", "episodes"), ("plans from the programmatic planner", "plan_programmatic"),
-    ("plans from the LLM planner", "plan_llm"), ("LLM plans rejected (fallback used)", "plan_fallback"),
-    ("replans", "replans"), ("skips", "skips"), ("claims checked", "claims"),
-    ("claims accepted", "claims_accepted"), ("claims rejected (hallucinated progress)", "claims_rejected"),
+    ("episodes", "episodes"),
+    ("plans from the programmatic planner", "plan_programmatic"),
+    ("plans from the LLM planner", "plan_llm"),
+    ("LLM plans rejected (fallback used)", "plan_fallback"),
+    ("replans", "replans"),
+    ("skips", "skips"),
+    ("claims checked", "claims"),
+    ("claims accepted", "claims_accepted"),
+    ("claims rejected (hallucinated progress)", "claims_rejected"),
     ("claims unverifiable", "claims_unverifiable"),
-    ("judge calls", "judge_calls"), ("judge disagreements with a predicate", "judge_disagreements"),
-    ("turns with a PROGRESS line", "progress_lines"), ("turns", "turns"),
+    ("judge calls", "judge_calls"),
+    ("judge disagreements with a predicate", "judge_disagreements"),
+    ("turns with a PROGRESS line", "progress_lines"),
+    ("turns", "turns"),
     ("plan items done / planned", "items"),
 )
 
@@ -81,8 +91,14 @@ def sgo_table(stats: dict[str, dict[str, int]], levels: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_report(meta: dict[str, Any], levels: Sequence[LevelMetrics], ks: Sequence[int], ranges: dict[str, str],
-                  plot_name: str | None, sgo: dict[str, dict[str, int]] | None = None) -> str:
+def render_report(
+    meta: dict[str, Any],
+    levels: Sequence[LevelMetrics],
+    ks: Sequence[int],
+    ranges: dict[str, str],
+    plot_name: str | None,
+    sgo: dict[str, dict[str, int]] | None = None,
+) -> str:
     """The whole Markdown report of one evaluation run (with the SGO statistics when ``sgo`` is given)."""
     policy = meta.get("policy", "?")
     label = " (scripted baseline)" if meta.get("scripted") else ""
@@ -101,8 +117,11 @@ def render_report(meta: dict[str, Any], levels: Sequence[LevelMetrics], ks: Sequ
         failure_table(levels),
     ]
     if sgo:
-        parts += [f"### SGO agent (planner `{meta.get('planner')}`, judge `{meta.get('judge')}`)", "",
-                  sgo_table(sgo, [lv.level for lv in levels])]
+        parts += [
+            f"### SGO agent (planner `{meta.get('planner')}`, judge `{meta.get('judge')}`)",
+            "",
+            sgo_table(sgo, [lv.level for lv in levels]),
+        ]
     if plot_name:
         parts += [f"![success against goal distance]({plot_name})", ""]
     return "\n".join(parts)

@@ -131,15 +131,14 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
     if spec.judge is not None:
         parsed = parse_policy_spec(spec.judge)
         if parsed.kind not in ("hf", "openai"):
-            raise InputError(
-                f"--judge {spec.judge!r}: the judge needs a model backend (hf:PATH or openai:MODEL@URL)"
-            )
+            raise InputError(f"--judge {spec.judge!r}: the judge needs a model backend (hf:PATH or openai:MODEL@URL)")
         judge = LLMJudge(backend_for(str(parsed)))
     return SGOAgent(planner, judge, SGOConfig(fallback=FallbackPolicy(max_replans=spec.max_replans)))
 
 
-def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, policy: Any = None,
-             agent: Agent | None = None) -> dict[str, Any]:
+def evaluate(
+    spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, policy: Any = None, agent: Agent | None = None
+) -> dict[str, Any]:
     """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``.
 
     ``policy`` overrides the one ``spec.policy`` names (the trainer evaluates its in-memory model this way;
@@ -155,8 +154,9 @@ def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, poli
         previous = json.loads(run_file.read_text(encoding="utf-8"))
         if previous != json.loads(json.dumps(identity)):
             changed = sorted(k for k in identity if previous.get(k) != json.loads(json.dumps(identity[k])))
-            raise InputError(f"{out} holds a run with a different configuration ({', '.join(changed)}); "
-                             "use another --out")
+            raise InputError(
+                f"{out} holds a run with a different configuration ({', '.join(changed)}); use another --out"
+            )
     else:
         atomic_write_json(run_file, identity)
     done: set[tuple[str, int]] = set()
@@ -167,9 +167,15 @@ def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, poli
         policy = policy if policy is not None else build_policy(spec)
         agent = agent if agent is not None else build_agent(spec, policy)
         run_episodes(
-            lambda: make_env(spec.env, size=size, **spec.env_kwargs), jobs, policy, spec.settings,
-            seed=spec.seed, on_episode=lambda ep: append_jsonl(out / EPISODES, ep.to_dict()),
-            progress=progress, total=len(jobs), agent=agent,
+            lambda: make_env(spec.env, size=size, **spec.env_kwargs),
+            jobs,
+            policy,
+            spec.settings,
+            seed=spec.seed,
+            on_episode=lambda ep: append_jsonl(out / EPISODES, ep.to_dict()),
+            progress=progress,
+            total=len(jobs),
+            agent=agent,
         )
     wanted_ids = {t.task_id for t in tasks}
     episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)]
@@ -177,8 +183,9 @@ def evaluate(spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, poli
     return summarise(spec, tasks, episodes, out, max_steps=probe.max_steps, action_mode=probe.action_mode)
 
 
-def summarise(spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: Path, *, max_steps: int,
-              action_mode: Any) -> dict[str, Any]:
+def summarise(
+    spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: Path, *, max_steps: int, action_mode: Any
+) -> dict[str, Any]:
     moves = MOVES.get(spec.env)
     fits = {t.task_id: moves.optimal_turns(t, action_mode) <= max_steps for t in tasks}
     by_level: dict[str, list[Episode]] = defaultdict(list)
@@ -192,12 +199,18 @@ def summarise(spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: P
     ]
     scripted = bool(episodes and episodes[0].meta.get("scripted"))
     meta = {
-        **spec.identity(), "max_steps": max_steps, "temperature": spec.settings.temperature, "scripted": scripted,
+        **spec.identity(),
+        "max_steps": max_steps,
+        "temperature": spec.settings.temperature,
+        "scripted": scripted,
         "episodes": len(episodes),
     }
     by_distance = {str(d): v for d, v in success_by_distance(episodes).items()}
-    result: dict[str, Any] = {"meta": meta, "levels": [m.to_dict() for m in metrics],
-                              "success_by_distance": by_distance}
+    result: dict[str, Any] = {
+        "meta": meta,
+        "levels": [m.to_dict() for m in metrics],
+        "success_by_distance": by_distance,
+    }
     sgo = None
     if spec.agent == "sgo":
         from milepost.planning import summarise_sgo
@@ -210,8 +223,11 @@ def summarise(spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: P
         result["tiers"] = tiers.to_dict()
     atomic_write_json(out / "metrics.json", result)
     label = spec.policy + (" (scripted baseline)" if scripted else "")
-    plot = plot_success_vs_distance(out / "success.png", {label: (metrics, success_by_distance(episodes))},
-                                    f"{spec.env}: success against goal distance")
+    plot = plot_success_vs_distance(
+        out / "success.png",
+        {label: (metrics, success_by_distance(episodes))},
+        f"{spec.env}: success against goal distance",
+    )
     report = render_report(meta, metrics, spec.ks, ranges, plot.name, sgo=sgo)
     if tiers is not None:
         tier_plot = tiers.plot(out / TIER_PLOT, f"{spec.env}: success against goal distance by tier")

@@ -25,9 +25,7 @@ def test_writes_a_dataset_folder(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert len(train) == 12 and len(test) == 6
     assert {t.level for t in test} == {"S2", "S3"}
     manifest = load_manifest(out)
-    assert manifest["command"].startswith(
-        "milepost data sudoku --size 4 --levels S2-S3 --train 6 --test 3 --seed 1"
-    )
+    assert manifest["command"].startswith("milepost data sudoku --size 4 --levels S2-S3 --train 6 --test 3 --seed 1")
     assert manifest["counts"] == {"train": 12, "test": 6}
     assert manifest["levels"]["S2"]["counts"] == {"train": 6, "test": 3}
     captured = capsys.readouterr()

@@ -39,7 +39,7 @@ GENERATOR_VERSION = f"milepost {__version__} sudoku-easy/1"
 """Names the generation procedure; bump the suffix whenever a (seed, index) would give another puzzle."""
 
 TIERS: tuple[str, ...] = ("easy",)
-"""Tiers that can be generated; the paper's medium and hard tiers need the technique grader (later)."""
+"""Tiers this module generates; the medium and hard tiers are built by ``harder.build_graded_dataset``."""
 
 LEVEL_INDEX_STRIDE = 1_000_000  # draws of one level; the next level's indices start after them
 MAX_PER_LEVEL = 100_000
