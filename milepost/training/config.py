@@ -69,6 +69,9 @@ class RLConfig:
     """weight of the normalised step reward in A_t"""
     normalisation: str = "batch"
     """batch (paper) | group (GRPO-style) | none"""
+    std_floor: float = 0.0
+    """smallest std used by the normalisation (0 = paper); > 0 stops an all-solved batch, whose returns differ
+    only by discounting, from being blown up to unit variance"""
     subgoal_decomposition: bool = False
     """pay the milestone term at each subgoal and cut the return there (paper section 4.2.1)"""
     milestone_weight: float = 1.0

@@ -43,21 +43,23 @@ def discounted_returns(rewards: torch.Tensor, gamma: float, cuts: torch.Tensor |
     return out
 
 
-def normalise(values: torch.Tensor, groups: torch.Tensor | None = None) -> torch.Tensor:
-    """(x - mean) / (std + eps) over all entries, or within each group id when ``groups`` is given.
+def normalise(values: torch.Tensor, groups: torch.Tensor | None = None, std_floor: float = 0.0) -> torch.Tensor:
+    """(x - mean) / (max(std, std_floor) + eps) over all entries, or within each group id when ``groups`` is given.
 
-    A group (or batch) whose values are all equal normalises to 0: it carries no learning signal.
+    A group (or batch) whose values are all equal normalises to 0: it carries no learning signal. ``std_floor``
+    keeps a nearly constant batch (e.g. all episodes solved, returns differing only by discounting) from being
+    blown up to unit variance; 0 is the paper's plain normalisation.
     """
     if groups is None:
         if values.numel() < 2:
             return torch.zeros_like(values)
-        return (values - values.mean()) / (values.std(unbiased=False) + EPS)
+        return (values - values.mean()) / (values.std(unbiased=False).clamp(min=std_floor) + EPS)
     out = torch.zeros_like(values)
     for g in torch.unique(groups):
         sel = groups == g
         chunk = values[sel]
         if chunk.numel() >= 2:
-            out[sel] = (chunk - chunk.mean()) / (chunk.std(unbiased=False) + EPS)
+            out[sel] = (chunk - chunk.mean()) / (chunk.std(unbiased=False).clamp(min=std_floor) + EPS)
     return out
 
 
@@ -70,6 +72,7 @@ def advantages(
     cuts: Sequence[torch.Tensor] | None = None,
     normalisation: str = "batch",
     groups: Sequence[int] | None = None,
+    std_floor: float = 0.0,
 ) -> list[torch.Tensor]:
     """Per-turn advantages of a batch of episodes.
 
@@ -81,6 +84,7 @@ def advantages(
         cuts: per episode, optional ``(T_i,)`` segment ends (subgoal decomposition).
         normalisation: ``batch`` (the paper), ``group`` (GRPO-style, per task) or ``none``.
         groups: per episode, a group id (task) for ``group`` normalisation.
+        std_floor: smallest standard deviation used when normalising (0 = the paper's).
 
     Returns:
         Per episode, ``(T_i,)`` advantages A_t.
@@ -105,5 +109,5 @@ def advantages(
         if normalisation == "group":
             assert groups is not None
             group_ids = torch.cat([torch.full((n,), g, dtype=torch.long) for n, g in zip(lengths, groups)])
-        adv = normalise(returns, group_ids) + alpha * normalise(steps, group_ids)
+        adv = normalise(returns, group_ids, std_floor) + alpha * normalise(steps, group_ids, std_floor)
     return list(torch.split(adv, lengths))

@@ -92,6 +92,7 @@ def turn_samples(episodes: list[Episode], cfg: TrainConfig) -> list[TurnSample]:
         alpha=cfg.rl.alpha,
         cuts=[r[2] for r in rewards],
         normalisation=cfg.rl.normalisation,
+        std_floor=cfg.rl.std_floor,
         groups=groups,
     )
     out = []

@@ -97,3 +97,13 @@ def test_reinforce_and_sft_losses() -> None:
     assert logp.grad is not None and logp.grad[1, 1].item() == 0.0
     assert logp.grad[0, 0].item() == pytest.approx(-1.0)  # d/dlogp of -(w*A*logp)/2 = -(1*2)/2
     assert sft_loss(torch.tensor([[-1.0, -3.0], [-2.0, -7.0]]), mask).item() == pytest.approx(2.0)
+
+
+def test_std_floor_stops_blowing_up_nearly_constant_returns() -> None:
+    # Two solved episodes of 2 and 3 turns: returns differ only by discounting (gamma 0.99).
+    traj = [T([0.0, 1.0]), T([0.0, 0.0, 1.0])]
+    steps = [T([0.0, 0.0]), T([0.0, 0.0, 0.0])]
+    plain = torch.cat(advantages(traj, steps, gamma=0.99, alpha=0.0))
+    floored = torch.cat(advantages(traj, steps, gamma=0.99, alpha=0.0, std_floor=0.5))
+    assert plain.abs().max() > 1.0  # the paper's normalisation turns a 2% spread into unit-variance signal
+    assert floored.abs().max() < 0.05
