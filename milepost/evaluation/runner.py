@@ -147,7 +147,8 @@ def evaluate(
     out = Path(out_dir)
     tasks = select_tasks(spec)
     size = tasks[0].size
-    probe = make_env(spec.env, size=size, **spec.env_kwargs)
+    env_kwargs = {**spec.env_kwargs, "size": size}  # the dataset's board size wins over a config's
+    probe = make_env(spec.env, **env_kwargs)
     run_file = out / "run.json"
     identity = spec.identity()
     if run_file.exists():
@@ -167,7 +168,7 @@ def evaluate(
         policy = policy if policy is not None else build_policy(spec)
         agent = agent if agent is not None else build_agent(spec, policy)
         run_episodes(
-            lambda: make_env(spec.env, size=size, **spec.env_kwargs),
+            lambda: make_env(spec.env, **env_kwargs),
             jobs,
             policy,
             spec.settings,

@@ -157,3 +157,14 @@ def test_shipped_configs_load() -> None:
     assert files
     for f in files:
         load_config(TrainConfig, f)
+
+
+def test_evaluate_policy_runs_on_the_test_split(sft_model: Path, data4: Path, tmp_path: Path) -> None:
+    """The trainer's evaluation hook passes the env config (which names a size) through `milepost eval`."""
+    from milepost.backends.hf import HFBackend
+    from milepost.training.trainer import evaluate_policy
+
+    cfg = _cfg(sft_model, data4)
+    result = evaluate_policy(cfg, HFBackend(sft_model), tmp_path / "eval", "t", progress=False)
+    assert {lv["level"] for lv in result["levels"]} == {"S1", "S2"}
+    assert (tmp_path / "eval" / "report.md").is_file()
