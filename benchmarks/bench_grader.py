@@ -26,7 +26,7 @@ import platform
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+
+from common import best_rate, pin_one_core  # noqa: E402
 
 from milepost.envs.levels import get_level  # noqa: E402
 from milepost.envs.sudoku.generator import generate_easy  # noqa: E402
@@ -46,22 +48,6 @@ TIERS = ("easy", "medium", "hard")
 PEER_RATIO_TARGET = 5.0
 PLACEMENTS = {"FULL_HOUSE", "NAKED_SINGLE", "HIDDEN_SINGLE"}
 OTHER = "(loading the board, applying steps, solution checks)"
-
-
-def pin_one_core() -> str:
-    if hasattr(os, "sched_setaffinity"):
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        return f"cpu {cpu}"
-    return "not pinned (no sched_setaffinity)"
-
-
-def best_rate(run: Callable[[], tuple[int, float]], repeats: int) -> float:
-    best = 0.0
-    for _ in range(repeats):
-        items, seconds = run()
-        best = max(best, items / max(seconds, 1e-9))
-    return best
 
 
 def puzzle_sets(count: int, hard_count: int) -> tuple[dict[str, list[tuple[list[int], list[int]]]], dict[str, Any]]:

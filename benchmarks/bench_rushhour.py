@@ -39,6 +39,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # for baselines/, whether run as a script or from run_all
 
 from baselines import plain_bfs_rush  # noqa: E402
+from common import best_rates, pin_one_core  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from milepost.envs.levels import parse_levels  # noqa: E402
@@ -53,15 +54,6 @@ FULL = Path("/work/shared/data/rush/rush_18k.txt")
 SAMPLE = HERE.parent / "tests" / "data" / "rushhour" / "rush_sample.txt"
 RESULTS = HERE / "results"
 TARGETS = {"solver_ratio": 5.0, "env_raw": 100_000.0}
-
-
-def pin_one_core() -> str:
-    """Pin this process to one CPU so that figures are single-core ones."""
-    if hasattr(os, "sched_setaffinity"):
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        return f"cpu {cpu}"
-    return "not pinned (no sched_setaffinity)"
 
 
 # -- solver --------------------------------------------------------------------------------------------
@@ -202,13 +194,7 @@ def bench_env(games: list[tuple[str, list[str]]], repeats: int) -> dict[str, flo
         "rendered": milepost_env_run(games, observe=True),
         "textarena": textarena_env_run(games),
     }
-    best: dict[str, float | None] = {name: (0.0 if run else None) for name, run in runs.items()}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            if run is not None:
-                steps, seconds = run()
-                best[name] = max(best[name] or 0.0, steps / seconds)
-    return best
+    return best_rates(runs, repeats)
 
 
 def bench_generation(per_level: int) -> dict[str, float]:

@@ -37,6 +37,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # for baselines/, whether run as a script or from run_all
 
 from baselines import norvig_sudoku  # noqa: E402
+from common import best_rate, best_rates, pin_one_core  # noqa: E402
 
 from milepost.envs.levels import levels_for  # noqa: E402
 from milepost.envs.sudoku import SudokuEnv, make_task  # noqa: E402
@@ -52,24 +53,6 @@ RESULTS = HERE / "results"
 # jobs take from this core. Every figure, milepost's and the peers', is measured the same way.
 clock = time.process_time
 TARGETS = {"env_raw": 100_000.0, "env_rendered_ratio": 3.0, "solver_ratio": 5.0, "dataset": 200.0}
-
-
-def pin_one_core() -> str:
-    """Pin this process to one CPU so that figures are single-core ones."""
-    if hasattr(os, "sched_setaffinity"):
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        return f"cpu {cpu}"
-    return "not pinned (no sched_setaffinity)"
-
-
-def best_rate(run: Callable[[], tuple[int, float]], repeats: int) -> float:
-    """The best items/second over ``repeats`` runs; ``run`` returns (items, seconds)."""
-    best = 0.0
-    for _ in range(repeats):
-        items, seconds = run()
-        best = max(best, items / seconds)
-    return best
 
 
 # -- environment ---------------------------------------------------------------------------------------
@@ -144,13 +127,7 @@ def bench_env(games: list[tuple[list[int], list[int]]], repeats: int) -> dict[st
         "rendered": milepost_env_run(games, observe=True),
         "textarena": textarena_env_run(games),
     }
-    best: dict[str, float | None] = {name: (0.0 if run else None) for name, run in runs.items()}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            if run is not None:
-                steps, seconds = run()
-                best[name] = max(best[name] or 0.0, steps / seconds)
-    return best
+    return best_rates(runs, repeats)
 
 
 # -- solver --------------------------------------------------------------------------------------------
