@@ -169,11 +169,8 @@ class RushHourRules:
         board = self.state.render_text()
         if feedback is None:
             return board
-        # The feedback may quote the model's text: escape what is not printable ASCII, so the observation
-        # stays inside the observation space's character set.
-        safe = feedback.encode("ascii", "backslashreplace").decode("ascii")
-        safe = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in safe)
-        return f"{board}\nLast answer rejected: {safe}"
+        # TextEnv already replaces characters outside the observation charset in quoted model text.
+        return f"{board}\nLast answer rejected: {feedback}"
 
     def goal_text(self) -> str:
         mode = self.action_mode
