@@ -52,8 +52,13 @@ def save_checkpoint(
     config_yaml: str,
     extra: dict[str, Any] | None = None,
     keep: int = 2,
+    extra_state: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``run_dir/checkpoints/step-N`` atomically, point ``latest`` at it, and prune old ones."""
+    """Write ``run_dir/checkpoints/step-N`` atomically, point ``latest`` at it, and prune old ones.
+
+    ``extra`` is JSON metadata; ``extra_state`` holds further tensors (e.g. MiRA's critics and reference
+    policy) saved beside the optimizer.
+    """
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"step-{step:06d}"
@@ -67,6 +72,7 @@ def save_checkpoint(
                 "optimizer": optimizer.state_dict() if optimizer is not None else None,
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "rng": rng_state(),
+                "extra_state": extra_state,
             },
             tmp / STATE_FILE,
         )

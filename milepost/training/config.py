@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from milepost.config import EnvConfig
+from milepost.rewards.milestone import TRAJECTORY_REWARDS, MilestoneRewardConfig
 
 
 @dataclass
@@ -84,6 +85,10 @@ class RLConfig:
     """C_high: Geo-MIS upper threshold"""
     is_truncate: bool = True
     is_mask: bool = True
+    reward: str = "outcome"
+    """trajectory reward r_t: outcome (sparse), milestone (outcome + milestone term) or guide (the framework
+    guide's milestone reward generator, ``rl.milestone_reward``)"""
+    milestone_reward: MilestoneRewardConfig = field(default_factory=MilestoneRewardConfig)
     curriculum: list[Phase] = field(default_factory=list)
     """horizon curriculum; empty = train on ``data.levels`` throughout"""
 
@@ -104,6 +109,84 @@ class RLConfig:
             raise ValueError("rl.is_low / is_high / is_cap: need 0 < C_low <= 1 <= C_high and C > 0")
         if self.curriculum and sum(p.iterations for p in self.curriculum) != self.iterations:
             raise ValueError("rl.curriculum: phase iterations must add up to rl.iterations")
+        if self.reward not in TRAJECTORY_REWARDS:
+            raise ValueError(f"rl.reward: {self.reward!r} is not one of {', '.join(TRAJECTORY_REWARDS.names())}")
+
+
+@dataclass
+class MiRAConfig:
+    """MiRA: milestone-based dense rewards (DESIGN: Training, MiRA). Off unless ``enabled``.
+
+    Ablations: ``potential: false`` (no potential critic), ``objective: reinforce`` (the KL / REINFORCE
+    objective instead of MSE regression), ``estimator: mc`` (no doubly-robust estimator).
+    """
+
+    enabled: bool = False
+    critic: str = "trunk"
+    """trunk (MLP heads on the policy's last hidden state, no gradient into the policy) | separate (small
+    transformers of their own)"""
+    critic_size: str = "0.5m"
+    """tiny preset of ``separate`` critics"""
+    potential_lr: float = 1e-3
+    value_lr: float = 1e-3
+    critic_epochs: float = 2.0
+    """passes over the replay buffer per iteration"""
+    critic_batch: int = 64
+    buffer: int = 2048
+    """states kept for critic training"""
+    warmup_iterations: int = 1
+    """rollout batches that train only the critics before the first policy update (extra episodes, logged)"""
+    potential: bool = True
+    """shape r_t with the potential critic: r~_t = r_t + c (gamma P(s_t+1) - P(s_t))"""
+    shaping_coef: float = 1.0
+    """c at the start of training"""
+    shaping_anneal: int = 0
+    """iterations over which c decays linearly to 0 (0 = constant)"""
+    terminal_potential: str = "label"
+    """P(s_T) of the state after the last turn: label (its exact progress k / K) | zero"""
+    estimator: str = "dr"
+    """dr (lambda TD + (1 - lambda) Monte-Carlo) | td (lambda = 1) | mc (G~_t - V(s_t), no doubly-robust mix)"""
+    lam: float = 0.5
+    """lambda of the doubly-robust advantage"""
+    objective: str = "mse"
+    """mse: (beta log(pi / pi_ref) - A)^2 against the previous phase's policy | reinforce: the RL loss of
+    ``rl`` (importance weights included) plus ``kl_coef`` x KL(pi || pi_ref)"""
+    beta: float = 0.5
+    kl_coef: float = 0.0
+    phase_iterations: int = 4
+    """iterations per phase: the reference policy and the curriculum's task mix are renewed each phase"""
+    curriculum: bool = True
+    """failure-driven curriculum: a phase's failed tasks, and tasks at their level and the next one up, weigh
+    more in the next phase's mix"""
+    fail_boost: float = 2.0
+    similar_boost: float = 1.0
+    filter_low: float = 0.0
+    """tasks whose V(s_0, g) is below this are left out as hopeless (0 = off)"""
+    filter_high: float = 1.0
+    """tasks whose V(s_0, g) is above this are left out as trivial (1 = off)"""
+
+    def __post_init__(self) -> None:
+        choices = {
+            "critic": ("trunk", "separate"),
+            "estimator": ("dr", "td", "mc"),
+            "objective": ("mse", "reinforce"),
+            "terminal_potential": ("label", "zero"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"mira.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        if not 0 <= self.lam <= 1:
+            raise ValueError(f"mira.lam: must be in [0, 1], got {self.lam}")
+        if min(self.potential_lr, self.value_lr, self.beta) <= 0:
+            raise ValueError("mira.potential_lr, mira.value_lr and mira.beta must be > 0")
+        if self.critic_epochs <= 0 or self.critic_batch < 1 or self.buffer < 1:
+            raise ValueError("mira.critic_epochs, mira.critic_batch and mira.buffer must be positive")
+        if self.warmup_iterations < 0 or self.shaping_anneal < 0 or self.phase_iterations < 1:
+            raise ValueError("mira.warmup_iterations and mira.shaping_anneal must be >= 0, phase_iterations >= 1")
+        if self.kl_coef < 0 or self.fail_boost < 0 or self.similar_boost < 0:
+            raise ValueError("mira.kl_coef, mira.fail_boost and mira.similar_boost must be >= 0")
+        if not 0 <= self.filter_low < self.filter_high <= 1:
+            raise ValueError("mira.filter_low / filter_high: need 0 <= low < high <= 1")
 
 
 @dataclass
@@ -163,6 +246,7 @@ class TrainConfig:
     rl: RLConfig = field(default_factory=RLConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    mira: MiRAConfig = field(default_factory=MiRAConfig)
     seed: int = 0
     threads: int = 2
     """torch CPU threads"""
@@ -178,3 +262,7 @@ class TrainConfig:
             raise ValueError(f"threads: must be >= 1, got {self.threads}")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every: must be >= 1, got {self.checkpoint_every}")
+        if self.mira.enabled and self.rl.subgoal_decomposition:
+            raise ValueError(
+                "mira.enabled: MiRA's advantages replace subgoal-segmented returns; set rl.subgoal_decomposition false"
+            )

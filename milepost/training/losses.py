@@ -83,3 +83,35 @@ def sft_loss(logp: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
     """Mean negative log-likelihood per response token (prompt tokens are masked out)."""
     mask = token_mask.float()
     return -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def mse_policy_loss(
+    logp_new: torch.Tensor, logp_ref: torch.Tensor, token_mask: torch.Tensor, advantages: torch.Tensor, beta: float
+) -> torch.Tensor:
+    """MSE policy regression (MiRA, after WebRL): mean_t (beta * log(pi_theta(y_t) / pi_ref(y_t)) - A_t)^2.
+
+    The sequence log-ratio sums over the response tokens. At pi_theta = pi_ref its gradient is
+    -2 beta A_t grad log pi_theta, a REINFORCE step; it stops pushing once the log-ratio has moved by A_t / beta,
+    which bounds how far one phase can take the policy from the reference.
+
+    Args:
+        logp_new: ``(B, L)`` log pi_theta per response token (with gradient).
+        logp_ref: ``(B, L)`` log pi_ref per response token (the previous phase's policy; constants).
+        token_mask: ``(B, L)`` response-token mask.
+        advantages: ``(B,)`` A_t.
+        beta: scale of the log-ratio (> 0).
+    """
+    mask = token_mask.float()
+    log_ratio = ((logp_new - logp_ref.detach()) * mask).sum(-1)  # (B,)
+    return ((beta * log_ratio - advantages.detach()) ** 2).mean()
+
+
+def kl_penalty(logp_new: torch.Tensor, logp_ref: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+    """Mean per-token k3 estimate of KL(pi_theta || pi_ref) on sampled tokens: exp(d) - d - 1, d = log ref - log new.
+
+    Non-negative for every sample, unbiased for the KL when the tokens come from pi_theta (Schulman, 2020).
+    """
+    mask = token_mask.float()
+    d = logp_ref.detach() - logp_new
+    per_token = torch.exp(d) - d - 1.0
+    return (per_token * mask).sum() / mask.sum().clamp(min=1.0)

@@ -111,3 +111,40 @@ def advantages(
             group_ids = torch.cat([torch.full((n,), g, dtype=torch.long) for n, g in zip(lengths, groups)])
         adv = normalise(returns, group_ids, std_floor) + alpha * normalise(steps, group_ids, std_floor)
     return list(torch.split(adv, lengths))
+
+
+def doubly_robust_advantages(
+    rewards: torch.Tensor, values: torch.Tensor, outcome: float, *, gamma: float, lam: float = 0.5
+) -> torch.Tensor:
+    """MiRA's doubly-robust advantage of one episode (DESIGN: Training, MiRA):
+
+        A_t = lam * (r~_t + gamma * V(s_t+1) - V(s_t)) + (1 - lam) * (R - V(s_t))
+
+    a one-step TD error (low variance, biased while V is poor) mixed with the Monte-Carlo outcome R in {0, 1}
+    against the same baseline (unbiased, high variance). V is a success probability.
+
+    Args:
+        rewards: ``(T,)`` (shaped) rewards r~_t.
+        values: ``(T + 1,)`` V(s_0) .. V(s_T); the caller sets V(s_T) = 0 for a finished episode, whose
+            outcome is already in the last reward.
+        outcome: R, 1.0 if the episode succeeded else 0.0.
+        gamma: discount.
+        lam: weight of the TD term (1 = pure TD, 0 = Monte-Carlo with a value baseline).
+    """
+    if values.shape[0] != rewards.shape[0] + 1:
+        raise ValueError(f"need T + 1 = {rewards.shape[0] + 1} values, got {values.shape[0]}")
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lambda must be in [0, 1], got {lam}")
+    td = rewards + gamma * values[1:] - values[:-1]
+    mc = outcome - values[:-1]
+    return lam * td + (1.0 - lam) * mc
+
+
+def baseline_advantages(rewards: torch.Tensor, values: torch.Tensor, *, gamma: float) -> torch.Tensor:
+    """Monte-Carlo advantage with a value baseline, G~_t - V(s_t): the 'without doubly-robust' ablation.
+
+    ``rewards`` ``(T,)`` are the (shaped) rewards, ``values`` ``(T + 1,)`` as in :func:`doubly_robust_advantages`.
+    """
+    if values.shape[0] != rewards.shape[0] + 1:
+        raise ValueError(f"need T + 1 = {rewards.shape[0] + 1} values, got {values.shape[0]}")
+    return discounted_returns(rewards, gamma) - values[:-1]

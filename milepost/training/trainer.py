@@ -33,7 +33,9 @@ from milepost.training.checkpoint import (
     write_run_config,
 )
 from milepost.training.config import Phase, TrainConfig
-from milepost.training.losses import ISConfig, importance_weights, reinforce_loss
+from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum
+from milepost.training.losses import ISConfig, importance_weights, kl_penalty, mse_policy_loss, reinforce_loss
+from milepost.training.mira import MiRA, step_rewards, trajectory_rewards
 from milepost.training.returns import advantages
 from milepost.training.sft import agent_settings, env_factory, load_policy, make_agent, select_tasks
 from milepost.types import Episode
@@ -64,28 +66,21 @@ def phase_at(cfg: TrainConfig, iteration: int) -> Phase:
 def episode_rewards(ep: Episode, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(trajectory rewards r_t, step rewards r_step_t, segment cuts) of one episode, shape (T,) each.
 
-    r_t is the outcome term, plus the weighted milestone term under subgoal decomposition (whose cuts end
-    a segment at each turn that completed a subgoal); r_step_t = r_format_t + r_valid_t.
+    r_t is ``rl.reward`` (the outcome by default), plus the weighted milestone term under subgoal
+    decomposition (whose cuts end a segment at each turn that completed a subgoal);
+    r_step_t = r_format_t + r_valid_t.
     """
     decomp = cfg.rl.subgoal_decomposition
-    traj = torch.tensor(
-        [
-            t.reward_terms["outcome"] + (cfg.rl.milestone_weight * t.reward_terms["milestone"] if decomp else 0.0)
-            for t in ep.turns
-        ]
-    )
-    step = torch.tensor([t.reward_terms["format"] + t.reward_terms["valid"] for t in ep.turns])
     cuts = torch.tensor([decomp and bool(t.new_subgoals) for t in ep.turns])
-    return traj, step, cuts
+    return trajectory_rewards(ep, cfg), step_rewards(ep), cuts
 
 
-def turn_samples(episodes: list[Episode], cfg: TrainConfig) -> list[TurnSample]:
-    """Advantages for every turn of the batch, and the turns that can enter the loss."""
-    usable = [ep for ep in episodes if ep.turns]
-    rewards = [episode_rewards(ep, cfg) for ep in usable]
-    task_ids = sorted({ep.task_id for ep in usable})
-    groups = [task_ids.index(ep.task_id) for ep in usable]
-    adv = advantages(
+def batch_advantages(episodes: list[Episode], cfg: TrainConfig) -> list[torch.Tensor]:
+    """The paper's per-turn advantages A_t of every episode (returns.advantages over ``rl``'s settings)."""
+    rewards = [episode_rewards(ep, cfg) for ep in episodes]
+    task_ids = sorted({ep.task_id for ep in episodes})
+    groups = [task_ids.index(ep.task_id) for ep in episodes]
+    return advantages(
         [r[0] for r in rewards],
         [r[1] for r in rewards],
         gamma=cfg.rl.gamma,
@@ -95,6 +90,14 @@ def turn_samples(episodes: list[Episode], cfg: TrainConfig) -> list[TurnSample]:
         std_floor=cfg.rl.std_floor,
         groups=groups,
     )
+
+
+def turn_samples(episodes: list[Episode], cfg: TrainConfig, adv: list[torch.Tensor] | None = None) -> list[TurnSample]:
+    """The turns that can enter the loss, with their advantages (``adv`` per usable episode, else the
+    paper's advantages)."""
+    usable = [ep for ep in episodes if ep.turns]
+    if adv is None:
+        adv = batch_advantages(usable, cfg)
     out = []
     for ep, a in zip(usable, adv):
         for turn, value in zip(ep.turns, a.tolist()):
@@ -118,8 +121,13 @@ def update(
     cfg: TrainConfig,
     pad_id: int,
     rng: random.Random,
+    ref: Any = None,
 ) -> dict[str, float]:
-    """M minibatch steps over the iteration's turns; returns the loss and importance-weight statistics."""
+    """M minibatch steps over the iteration's turns; returns the loss and importance-weight statistics.
+
+    The objective is the REINFORCE loss with importance weights, or with MiRA's ``objective: mse`` the
+    regression (beta log(pi / pi_ref) - A)^2 against ``ref``; ``mira.kl_coef`` adds KL(pi || pi_ref).
+    """
     order = list(range(len(samples)))
     rng.shuffle(order)
     m = min(cfg.rl.minibatches, len(order))
@@ -149,7 +157,25 @@ def update(
         old = _pad([s.logprobs for s in batch], width).to(device)
         adv = torch.tensor([s.advantage for s in batch], device=device)
         weights, kept = importance_weights(logp, old, mask, is_cfg)
-        loss = reinforce_loss(logp, mask, adv, weights)
+        ref_logp = None
+        if ref is not None:
+            with torch.no_grad(), autocast:
+                ref_logp = sequence_logprobs(
+                    ref,
+                    [s.prompt_ids for s in batch],
+                    [s.completion_ids for s in batch],
+                    a.temperature,
+                    a.top_p,
+                    a.top_k,
+                    pad_id=pad_id,
+                ).float()
+        mira = cfg.mira if cfg.mira.enabled else None
+        if mira is not None and mira.objective == "mse" and ref_logp is not None:
+            loss = mse_policy_loss(logp, ref_logp, mask, adv, mira.beta)
+        else:
+            loss = reinforce_loss(logp, mask, adv, weights)
+        if mira is not None and mira.kl_coef > 0 and ref_logp is not None:
+            loss = loss + mira.kl_coef * kl_penalty(logp, ref_logp, mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.grad_clip)
@@ -206,6 +232,30 @@ def evaluate_policy(cfg: TrainConfig, backend: HFBackend, out: Path, label: str,
     return evaluate(spec, out, progress=progress, policy=BackendPolicy(backend, settings), agent=make_agent(cfg))
 
 
+def _curriculum(cfg: TrainConfig, pool: list[Any]) -> FailureCurriculum:
+    return FailureCurriculum(pool, cfg.mira.fail_boost, cfg.mira.similar_boost)
+
+
+def _end_phase(
+    cfg: TrainConfig,
+    mira: MiRA,
+    curriculum: FailureCurriculum | None,
+    outcomes: list[EpisodeOutcome],
+    model: Any,
+    pool: list[Any],
+) -> dict[str, float]:
+    """End of a MiRA phase: re-weight the curriculum from its failures, then filter it with V(s_0, g)."""
+    if curriculum is None:
+        return {}
+    level_fail = curriculum.update(outcomes)
+    stats = {f"curriculum/fail_{lv}": f for lv, f in sorted(level_fail.items())}
+    m = cfg.mira
+    if m.filter_low > 0 or m.filter_high < 1:
+        v0 = mira.initial_values(model, [t.task_id for t in pool])
+        stats["curriculum/filtered"] = float(curriculum.filter(v0, m.filter_low, m.filter_high, cfg.rl.tasks_per_iter))
+    return stats
+
+
 def _truncate_metrics(path: Path, last_iteration: int) -> None:
     """Drop metric rows written after the checkpoint a run resumes from (they will be written again)."""
     if not path.exists():
@@ -239,16 +289,55 @@ def train_rl(
         model, tokenizer = load_policy(cfg, run_dir)
     backend = HFBackend(model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}")
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+    mira = MiRA(cfg, model, backend.pad_id, min(backend.eos_ids)) if cfg.mira.enabled else None
+    curricula: dict[str, FailureCurriculum] = {}
+    phase_outcomes: list[EpisodeOutcome] = []
+    pools: dict[str, list[Any]] = {}
     start = 0
     if ckpt is not None:
         state, meta = load_checkpoint_state(ckpt)
         optimizer.load_state_dict(state["optimizer"])
         start = meta.step
         _truncate_metrics(run_dir / "metrics.jsonl", start)
-    pools: dict[str, list[Any]] = {}
+        extra = state.get("extra_state") or {}
+        if mira is not None and "mira" in extra:
+            mira.load_state_dict(extra["mira"], model)
+            phase_outcomes = [EpisodeOutcome(*o) for o in extra["phase_outcomes"]]
+            for levels, cur_state in extra["curricula"].items():
+                pools[levels] = select_tasks(cfg, "train", levels or None)
+                curricula[levels] = _curriculum(cfg, pools[levels])
+                curricula[levels].load_state_dict(cur_state)
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
     policy = BackendPolicy(backend, settings)
     make = None
+
+    def pool_of(phase: Phase) -> list[Any]:
+        if phase.levels not in pools:
+            pools[phase.levels] = select_tasks(cfg, "train", phase.levels or None)
+        return pools[phase.levels]
+
+    def play(tasks: list[Any], seed: int) -> list[Episode]:
+        nonlocal make
+        if make is None:
+            make = env_factory(cfg, tasks[0].size)
+        jobs = [Job(t, s) for t in tasks for s in range(cfg.rl.samples_per_task)]
+        return run_episodes(make, jobs, policy, settings, seed=seed, progress=False, agent=make_agent(cfg))
+
+    if mira is not None and start == 0:
+        # Critic warm-up: rollouts of the initial policy train the critics before any policy update.
+        for w in range(cfg.mira.warmup_iterations):
+            rng = random.Random(f"{cfg.seed}:warmup:{w}")
+            pool = pool_of(phase_at(cfg, 0))
+            episodes = play(rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool))), cfg.seed * 1_000_003 - 1 - w)
+            usable = [ep for ep in episodes if ep.turns]
+            crit = mira.samples(model, usable)
+            _, warm = mira.advantages(usable, crit, 0)
+            warm |= mira.fit(crit, rng)
+            append_jsonl(
+                run_dir / "metrics.jsonl",
+                {"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm},
+            )
+
     bar = tqdm(
         range(start, cfg.rl.iterations),
         desc=f"train [{cfg.name}]",
@@ -258,35 +347,60 @@ def train_rl(
     )
     for it in bar:
         phase = phase_at(cfg, it)
-        if phase.levels not in pools:
-            pools[phase.levels] = select_tasks(cfg, "train", phase.levels or None)
-        pool = pools[phase.levels]
-        if make is None:
-            make = env_factory(cfg, pool[0].size)
+        pool = pool_of(phase)
         rng = random.Random(f"{cfg.seed}:{it}")
-        tasks = rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool)))
-        jobs = [Job(t, s) for t in tasks for s in range(cfg.rl.samples_per_task)]
+        n_tasks = min(cfg.rl.tasks_per_iter, len(pool))
+        if mira is not None and cfg.mira.curriculum:
+            if phase.levels not in curricula:
+                curricula[phase.levels] = _curriculum(cfg, pool)
+            tasks = curricula[phase.levels].sample(rng, n_tasks)
+        else:
+            tasks = rng.sample(pool, n_tasks)
+        if mira is not None and mira.needs_reference() and (it % cfg.mira.phase_iterations == 0 or mira.ref is None):
+            mira.refresh_reference(model)
         t0 = time.perf_counter()
-        episodes = run_episodes(
-            make, jobs, policy, settings, seed=cfg.seed * 1_000_003 + it, progress=False, agent=make_agent(cfg)
-        )
+        episodes = play(tasks, cfg.seed * 1_000_003 + it)
         t1 = time.perf_counter()
-        samples = turn_samples(episodes, cfg)
-        upd = update(model, optimizer, samples, cfg, backend.pad_id, rng) if samples else {}
+        mstats: dict[str, float] = {}
+        if mira is not None:
+            usable = [ep for ep in episodes if ep.turns]
+            crit = mira.samples(model, usable)
+            adv, mstats = mira.advantages(usable, crit, it)
+            samples = turn_samples(episodes, cfg, adv)
+        else:
+            samples = turn_samples(episodes, cfg)
+        ref = mira.ref if mira is not None else None
+        upd = update(model, optimizer, samples, cfg, backend.pad_id, rng, ref) if samples else {}
         t2 = time.perf_counter()
-        row: dict[str, Any] = {"iteration": it + 1, "phase": phase.levels, **rollout_stats(episodes)}
+        if mira is not None:
+            mstats |= mira.fit(crit, rng)
+            phase_outcomes += [EpisodeOutcome(ep.task_id, ep.level, ep.success) for ep in episodes]
+        t3 = time.perf_counter()
+        done = it + 1
+        if mira is not None and done % cfg.mira.phase_iterations == 0:
+            mstats |= _end_phase(cfg, mira, curricula.get(phase.levels), phase_outcomes, model, pool)
+            phase_outcomes = []
+        row: dict[str, Any] = {"iteration": done, "phase": phase.levels, **rollout_stats(episodes)}
         row |= {f"train/{k}": v for k, v in upd.items()}
+        row |= mstats
         row |= {
             "perf/rollout_s": t1 - t0,
             "perf/update_s": t2 - t1,
-            "perf/rollout_share": (t1 - t0) / max(t2 - t0, 1e-9),
+            "perf/critic_s": t3 - t2,
+            "perf/rollout_share": (t1 - t0) / max(t3 - t0, 1e-9),
         }
         append_jsonl(run_dir / "metrics.jsonl", row)
         bar.set_postfix(success=f"{row['rollout/success']:.2f}", masked=f"{upd.get('masked_frac', 0):.2f}")
-        done = it + 1
         if done % cfg.checkpoint_every == 0 or done == cfg.rl.iterations or done == stop_after:
+            extra_state = None
+            if mira is not None:
+                extra_state = {
+                    "mira": mira.state_dict(),
+                    "curricula": {lv: c.state_dict() for lv, c in curricula.items()},
+                    "phase_outcomes": [tuple(o) for o in phase_outcomes],
+                }
             with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-                save_checkpoint(run_dir, done, model, tokenizer, optimizer, None, config_yaml)
+                save_checkpoint(run_dir, done, model, tokenizer, optimizer, None, config_yaml, extra_state=extra_state)
         if cfg.eval.every and done % cfg.eval.every == 0 and done < cfg.rl.iterations:
             result = evaluate_policy(cfg, backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
             append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"]})
