@@ -92,14 +92,17 @@ def select_tasks(spec: EvalSpec) -> list[Task]:
         raise InputError(f"{spec.data} holds {', '.join(sorted(envs))} tasks, not {spec.env}")
     size = tasks[0].size
     wanted = {lv.name for lv in parse_levels(spec.levels, spec.env, size)} if spec.levels else None
-    per_level: dict[str, int] = defaultdict(int)
+    # --limit counts per level, and per (level, technique tier) when the data mixes tiers, so that a limit
+    # never drops the medium and hard tasks that follow a level's easy ones.
+    per_cell: dict[tuple[str, str], int] = defaultdict(int)
     chosen = []
     for task in tasks:
         if wanted is not None and task.level not in wanted:
             continue
-        if spec.limit is not None and per_level[task.level] >= spec.limit:
+        cell = (task.level, str(task.meta.get("tier", "")))
+        if spec.limit is not None and per_cell[cell] >= spec.limit:
             continue
-        per_level[task.level] += 1
+        per_cell[cell] += 1
         chosen.append(task)
     if not chosen:
         raise InputError(f"{spec.data}: no {spec.split} tasks at levels {spec.levels}")

@@ -54,3 +54,15 @@ def test_breakdown_needs_two_tiers() -> None:
     puzzle, solution = generate_easy(4, 6, 1, 1)
     tasks = [make_task(puzzle, solution, level="S2", meta={"tier": "easy"}), make_task(puzzle, solution)]
     assert tier_breakdown(tasks, [], ["S2"], [1]) is None
+
+
+def test_limit_counts_per_level_and_tier(tmp_path: Path) -> None:
+    from milepost.evaluation.runner import select_tasks
+
+    # Tiers listed easy first, as a graded dataset writes them: a per-level limit would keep only easy ones.
+    data = _dataset(tmp_path / "ds", ("easy", "easy", "easy", "medium", "medium", "medium"))
+    spec = _spec(data)
+    spec.limit = 2
+    chosen = select_tasks(spec)
+    cells = sorted((t.level, t.meta["tier"]) for t in chosen)
+    assert cells == [("S2", "easy")] * 2 + [("S2", "medium")] * 2 + [("S4", "easy")] * 2 + [("S4", "medium")] * 2
