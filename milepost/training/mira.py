@@ -17,6 +17,7 @@ of ``mira.phase_iterations``; the failure-driven curriculum re-weights the task 
 from __future__ import annotations
 
 import copy
+import math
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -182,12 +183,14 @@ class MiRA:
             [ep.meta.get("subgoals_completed", 0) / max(ep.meta.get("num_subgoals", 0), 1) for ep in episodes]
         )
         success = torch.tensor([float(ep.success) for ep in episodes])
-        return {
+        stats = {
             "critic/value_auroc": auroc(v_all, outcome),
             "critic/value_auroc_s0": auroc(v_all[first], outcome[first]) if first else float("nan"),
             "critic/potential_mse": float(((p_all - progress) ** 2).mean()),
             "critic/completion_tau": kendall_tau_b(completion, success),
         }
+        # Undefined statistics (one outcome class only) are left out: metrics.jsonl stays strict JSON.
+        return {k: v for k, v in stats.items() if not math.isnan(v)}
 
     # -- critic training ----------------------------------------------------------------------------------
     def fit(self, samples: Sequence[list[CriticSample]], rng: random.Random) -> dict[str, float]:
