@@ -109,10 +109,10 @@ class ScriptedPolicy:
         if mode == "format":
             return moves.malformed(rng)
         if mode == "wrong":
-            action = moves.wrong(rules, rng)
+            action = moves.wrong(rules, rng, **self.style)
             if action is not None:
                 return format_answer("this move looks fine.", action)
-        return format_answer("this move looks fine.", moves.illegal(rules, rng))
+        return format_answer("this move looks fine.", moves.illegal(rules, rng, **self.style))
 
     def _oracle_answer(self, env: Any, moves: ModuleType, rng: random.Random, guide: Guide | None = None) -> str:
         """The oracle's answer: one move (toward the guide's current subgoal when it names one), or in macro

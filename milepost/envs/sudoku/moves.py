@@ -52,7 +52,7 @@ def oracle_sequence(rules: SudokuRules, count: int | None, cell_first: bool = Fa
     return out
 
 
-def illegal(rules: SudokuRules, rng: random.Random) -> str:
+def illegal(rules: SudokuRules, rng: random.Random, cell_first: bool = False) -> str:
     """A well-formed fill that breaks a rule: a digit already in the cell's row, column or box, else a given."""
     state = rules.state
     n = state.n
@@ -62,18 +62,18 @@ def illegal(rules: SudokuRules, rng: random.Random) -> str:
         blocked = state.geo.full & ~state.candidates(cell)
         digits = [d for d in range(1, n + 1) if blocked >> (d - 1) & 1]
         if digits:
-            return Fill(cell // n, cell % n, rng.choice(digits)).text()
+            return Fill(cell // n, cell % n, rng.choice(digits)).text(cell_first)
     givens = [c for c in range(n * n) if state.givens[c]]
     cell = rng.choice(givens) if givens else 0
-    return Fill(cell // n, cell % n, rng.randint(1, n)).text()
+    return Fill(cell // n, cell % n, rng.randint(1, n)).text(cell_first)
 
 
-def wrong(rules: SudokuRules, rng: random.Random) -> str | None:
+def wrong(rules: SudokuRules, rng: random.Random, cell_first: bool = False) -> str | None:
     """A legal fill with a digit that is not the solution's (no progress: it makes the puzzle unsolvable)."""
     state = rules.state
     sol = rules.solution
     choices = [f for f in state.legal_actions() if f.digit != sol[f.row * state.n + f.col]]
-    return rng.choice(choices).text() if choices else None
+    return rng.choice(choices).text(cell_first) if choices else None
 
 
 def random_legal(rules: SudokuRules, rng: random.Random) -> str | None:

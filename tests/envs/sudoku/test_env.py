@@ -273,3 +273,19 @@ def test_observation_stays_in_the_text_space(text: str) -> None:
     env.reset(seed=2)
     obs, *_ = env.step(text)
     assert env.observation_space.contains(obs)
+
+
+@pytest.mark.parametrize("mode", ["illegal", "wrong"])
+def test_noisy_errors_follow_the_cell_first_style(task4: Task, mode: str) -> None:
+    import random
+    import re
+
+    from milepost.backends.scripted import ScriptedPolicy
+
+    env = SudokuEnv(size=4)
+    env.reset(seed=0, options={"task": task4})
+    for cell_first, pattern in ((True, r"value\(r\dc\d, \d\)"), (False, r"value\(\d, r\dc\d\)")):
+        style = {"cell_first": True} if cell_first else {}
+        policy = ScriptedPolicy("noisy-oracle", 0.0, mode, style=style)
+        answers = [policy.answer(env, random.Random(i)) for i in range(10)]
+        assert all(re.search(pattern, a) for a in answers), answers
