@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -61,7 +62,10 @@ def _arm_config(args: argparse.Namespace, arm: str, data: Path) -> Any:
     from milepost.config import load_config
     from milepost.training.config import TrainConfig
 
-    overrides = [f"model={args.checkpoint}", f"data={data}", f"seed={args.seed}"]
+    # Each worker process gets its share of the cores: two 2-thread jobs on 2 cores oversubscribe them, and
+    # torch's spinning threads then run an RL iteration ~20x slower than one thread each (measured).
+    threads = max(1, (os.cpu_count() or 1) // max(1, getattr(args, "workers", 1)))
+    overrides = [f"model={args.checkpoint}", f"data={data}", f"seed={args.seed}", f"threads={threads}"]
     if args.iterations is not None:
         overrides.append(f"rl.iterations={args.iterations}")
     if args.eval_limit is not None:
