@@ -138,19 +138,24 @@ def update(
     device = next(model.parameters()).device
     model.train()
     autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if cfg.bf16 else contextlib.nullcontext()
-    for chunk in chunks:
-        batch = [samples[i] for i in chunk]
+
+    def logprobs_of(net: Any, batch: list[TurnSample]) -> torch.Tensor:
+        """(B, C) log-probs of the batch's response tokens under ``net`` at the rollout's sampling settings."""
         with autocast:
-            logp = sequence_logprobs(
-                model,
+            out = sequence_logprobs(
+                net,
                 [s.prompt_ids for s in batch],
                 [s.completion_ids for s in batch],
                 a.temperature,
                 a.top_p,
                 a.top_k,
                 pad_id=pad_id,
-            )  # (B, C)
-        logp = logp.float()
+            )
+        return out.float()
+
+    for chunk in chunks:
+        batch = [samples[i] for i in chunk]
+        logp = logprobs_of(model, batch)  # (B, C)
         width = logp.shape[1]
         lengths = torch.tensor([len(s.completion_ids) for s in batch])
         mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(device)  # (B, C)
@@ -159,16 +164,8 @@ def update(
         weights, kept = importance_weights(logp, old, mask, is_cfg)
         ref_logp = None
         if ref is not None:
-            with torch.no_grad(), autocast:
-                ref_logp = sequence_logprobs(
-                    ref,
-                    [s.prompt_ids for s in batch],
-                    [s.completion_ids for s in batch],
-                    a.temperature,
-                    a.top_p,
-                    a.top_k,
-                    pad_id=pad_id,
-                ).float()
+            with torch.no_grad():
+                ref_logp = logprobs_of(ref, batch)
         mira = cfg.mira if cfg.mira.enabled else None
         if mira is not None and mira.objective == "mse" and ref_logp is not None:
             loss = mse_policy_loss(logp, ref_logp, mask, adv, mira.beta)
