@@ -200,9 +200,9 @@ def throughput(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 def rl_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """Rollout vs update time per iteration, from ``--run`` or from a short RL phase run here."""
-    source = "run given (--run)"
     if args.run:
         run_dir = Path(args.run)
+        source = f"the RL run in {run_dir} (--run)"
         setup: dict[str, Any] = {}
     else:
         from milepost.cli.main import main as cli
@@ -309,7 +309,8 @@ def write_report(result: dict[str, Any], out: Path) -> None:
     ratios = sft["ratios"]
     iter_lines = [
         f"| {i['iteration']} | {i['rollout_s']:.2f} | {i['update_s']:.2f} | {100 * i['rollout_share']:.0f}% | "
-        f"{i['turns'] if i['turns'] is not None else '-'} | {i['success'] if i['success'] is not None else '-'} |"
+        f"{int(i['turns']) if i['turns'] is not None else '-'} | "
+        f"{'-' if i['success'] is None else format(i['success'], '.2f')} |"
         for i in rl["iterations"]
     ]
     lines = [
