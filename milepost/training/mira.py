@@ -135,8 +135,7 @@ class MiRA:
         """Per-turn advantages of the batch (normalised as ``rl.normalisation`` says) and critic statistics."""
         cfg, m = self.cfg, self.cfg.mira
         flat = [s for rows in samples for s in rows]
-        p_all = self.potential.predict(flat) if flat else torch.zeros(0)
-        v_all = self.value.predict(flat) if flat else torch.zeros(0)
+        p_all, v_all = self.predict(flat)
         coef = shaping_coef(cfg, iteration)
         raw, steps, i = [], [], 0
         for ep, rows in zip(episodes, samples):
@@ -168,6 +167,17 @@ class MiRA:
         stats["mira/raw_adv_mean"] = float(adv.mean())
         stats["mira/raw_adv_std"] = float(adv.std(unbiased=False))
         return list(torch.split(out, lengths)), stats
+
+    def predict(self, flat: list[CriticSample]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(P(s), V(s)) of every sample, ``(N,)`` each."""
+        if not flat:
+            return torch.zeros(0), torch.zeros(0)
+        return self.potential.predict(flat), self.value.predict(flat)
+
+    def quality(self, episodes: Sequence[Episode], samples: Sequence[list[CriticSample]]) -> dict[str, float]:
+        """The critics' statistics on a batch they have not trained on (see :meth:`critic_stats`)."""
+        flat = [s for rows in samples for s in rows]
+        return self.critic_stats(episodes, flat, *self.predict(flat))
 
     @staticmethod
     def critic_stats(

@@ -328,7 +328,7 @@ def train_rl(
             episodes = play(rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool))), cfg.seed * 1_000_003 - 1 - w)
             usable = [ep for ep in episodes if ep.turns]
             crit = mira.samples(model, usable)
-            _, warm = mira.advantages(usable, crit, 0)
+            warm = mira.quality(usable, crit)
             warm |= mira.fit(crit, rng)
             append_jsonl(
                 run_dir / "metrics.jsonl",
