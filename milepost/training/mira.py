@@ -35,7 +35,7 @@ from milepost.training.critics import (
     kendall_tau_b,
     trunk_features,
 )
-from milepost.training.returns import baseline_advantages, doubly_robust_advantages, normalise
+from milepost.training.returns import baseline_advantages, combine_with_steps, doubly_robust_advantages
 from milepost.types import Episode
 
 
@@ -148,25 +148,18 @@ class MiRA:
             rewards = trajectory_rewards(ep, cfg)
             raw.append(episode_advantages(rewards, potentials, values, float(ep.success), cfg, coef))
             steps.append(step_rewards(ep))
-        lengths = [int(a.shape[0]) for a in raw]
-        if sum(lengths) == 0:
-            return [torch.zeros(n) for n in lengths], {}
-        adv, step = torch.cat(raw), torch.cat(steps)
-        if cfg.rl.normalisation == "none":
-            out = adv + cfg.rl.alpha * step
-        else:
-            groups = None
-            if cfg.rl.normalisation == "group":
-                ids = sorted({ep.task_id for ep in episodes})
-                groups = torch.cat(
-                    [torch.full((n,), ids.index(ep.task_id), dtype=torch.long) for n, ep in zip(lengths, episodes)]
-                )
-            out = normalise(adv, groups, cfg.rl.std_floor) + cfg.rl.alpha * normalise(step, groups, cfg.rl.std_floor)
+        if not any(a.numel() for a in raw):
+            return [torch.zeros(a.shape[0]) for a in raw], {}
+        ids = sorted({ep.task_id for ep in episodes})
+        groups = [ids.index(ep.task_id) for ep in episodes]
+        rl = cfg.rl
+        out = combine_with_steps(raw, steps, rl.alpha, rl.normalisation, groups, rl.std_floor)
+        adv = torch.cat(raw)
         stats = self.critic_stats(episodes, flat, p_all, v_all)
         stats["mira/shaping_coef"] = coef
         stats["mira/raw_adv_mean"] = float(adv.mean())
         stats["mira/raw_adv_std"] = float(adv.std(unbiased=False))
-        return list(torch.split(out, lengths)), stats
+        return out, stats
 
     def predict(self, flat: list[CriticSample]) -> tuple[torch.Tensor, torch.Tensor]:
         """(P(s), V(s)) of every sample, ``(N,)`` each."""

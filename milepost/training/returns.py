@@ -98,18 +98,38 @@ def advantages(
     lengths = [int(r.shape[0]) for r in traj_rewards]
     if not lengths or sum(lengths) == 0:
         return [torch.zeros(n) for n in lengths]
-    returns = torch.cat(
-        [discounted_returns(r.float(), gamma, None if cuts is None else cuts[i]) for i, r in enumerate(traj_rewards)]
-    )  # (N,) all turns of the batch
+    returns = [
+        discounted_returns(r.float(), gamma, None if cuts is None else cuts[i]) for i, r in enumerate(traj_rewards)
+    ]
+    return combine_with_steps(returns, step_rewards, alpha, normalisation, groups, std_floor)
+
+
+def combine_with_steps(
+    values: Sequence[torch.Tensor],
+    step_rewards: Sequence[torch.Tensor],
+    alpha: float,
+    normalisation: str = "batch",
+    groups: Sequence[int] | None = None,
+    std_floor: float = 0.0,
+) -> list[torch.Tensor]:
+    """A_t = r_hat(values)_t + alpha * r_hat(step)_t over every turn of the batch (or plain sums for ``none``).
+
+    ``values`` are per-episode ``(T_i,)`` trajectory terms (discounted returns, or MiRA's advantages);
+    ``groups`` one id per episode for ``group`` normalisation.
+    """
+    lengths = [int(v.shape[0]) for v in values]
+    if sum(lengths) == 0:
+        return [torch.zeros(n) for n in lengths]
+    traj = torch.cat([v.float() for v in values])  # (N,) all turns of the batch
     steps = torch.cat([s.float() for s in step_rewards])  # (N,)
     if normalisation == "none":
-        adv = returns + alpha * steps
+        adv = traj + alpha * steps
     else:
         group_ids = None
         if normalisation == "group":
             assert groups is not None
             group_ids = torch.cat([torch.full((n,), g, dtype=torch.long) for n, g in zip(lengths, groups)])
-        adv = normalise(returns, group_ids, std_floor) + alpha * normalise(steps, group_ids, std_floor)
+        adv = normalise(traj, group_ids, std_floor) + alpha * normalise(steps, group_ids, std_floor)
     return list(torch.split(adv, lengths))
 
 
