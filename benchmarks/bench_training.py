@@ -10,7 +10,10 @@
    measured in the same run (``matmul_rate`` of ``bench_generation``). The baseline, measured in the same run
    on the same batch: the 1M model trained one example at a time (gradient accumulation, one optimizer step),
    i.e. the same work without batching.
-2. The share of wall time spent in rollout against update in an RL phase: ``perf/rollout_s`` and
+2. One pass of SFT over a pool of demonstrations (``--pool-batches`` batches of the same kind), batches cut from
+   the plain shuffle against length-grouped batches (``sft.group_by_length``; ``milepost.training.sft.sft_batches``),
+   same model, same examples: real tokens per second of each and the ratio, with each order's padding share.
+3. The share of wall time spent in rollout against update in an RL phase: ``perf/rollout_s`` and
    ``perf/update_s`` of each iteration in a run's ``metrics.jsonl`` (``--run DIR``), or, without ``--run``, of a
    short phase run here (``train_rl`` from ``checkpoints/sudoku4-sft`` with ``configs/tiny-cpu/sudoku4_atomic.yaml``
    on a small S2-S3 dataset).
@@ -52,7 +55,7 @@ from milepost.envs.sudoku.generator import generate_easy
 from milepost.io import read_jsonl
 from milepost.training.config import TrainConfig
 from milepost.training.losses import sft_loss
-from milepost.training.sft import Example, demonstrations, prompt_corpus
+from milepost.training.sft import Example, demonstrations, prompt_corpus, sft_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -110,6 +113,60 @@ def accumulated_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[E
         (sft_loss(logp, mask) / len(batch)).backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
+
+
+def sft_pool(cfg: TrainConfig, backend: HFBackend, count: int, seed: int) -> list[Example]:
+    """``count`` demonstration turns of 4x4 tasks over S1-S5, as ``sft_batch`` draws them."""
+    examples: list[Example] = []
+    i = 0
+    while len(examples) < count:
+        tasks = [make_task(*generate_easy(4, 3 + j % 10, seed + 1, j), level="S", index=j) for j in range(i, i + 64)]
+        examples += demonstrations(cfg, tasks, backend, progress=False)
+        i += 64
+    return random.Random(seed).sample(examples, count)
+
+
+def padding_share(pool: list[Example], batches: list[list[int]]) -> float:
+    """Share of computed positions that are padding when each batch pads prompts and answers to its longest."""
+    real = padded = 0
+    for b in batches:
+        real += sum(len(pool[i].prompt_ids) + len(pool[i].completion_ids) for i in b)
+        padded += len(b) * (max(len(pool[i].prompt_ids) for i in b) + max(len(pool[i].completion_ids) for i in b))
+    return 1 - real / padded
+
+
+def grouping(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """One pass over the same pool with plain-shuffle batches and with length-grouped batches."""
+    cfg = load_config(TrainConfig, SFT_CONFIG, ["threads=1"])
+    corpus = [*default_corpus(), *prompt_corpus(cfg)]
+    with quiet():
+        backend = HFBackend(build_tiny_model(tmp / "grouping", size=args.sizes[0], seed=0, corpus=corpus))
+    model, pad = backend.model, backend.pad_id
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    pool = sft_pool(cfg, backend, args.pool_batches * args.batch_size, args.seed)
+    lengths = [len(e.prompt_ids) + len(e.completion_ids) for e in pool]
+    tokens = sum(lengths)
+    orders = {
+        name: sft_batches(lengths, 1, args.batch_size, group, random.Random(args.seed))
+        for name, group in (("plain", False), ("grouped", True))
+    }
+
+    def one_pass(batches: list[list[int]]) -> None:
+        for b in batches:
+            train_step(model, optimizer, [pool[i] for i in b], pad, False)
+
+    train_step(model, optimizer, pool[: args.batch_size], pad, False)  # warm-up
+    rates = best_rates({k: timed_tokens(lambda o=o: one_pass(o), tokens) for k, o in orders.items()}, args.repeats)
+    return {
+        "examples": len(pool),
+        "batches": args.pool_batches,
+        "model": args.sizes[0],
+        "tokens": tokens,
+        "tokens_per_s": rates,
+        "padding_share": {k: padding_share(pool, o) for k, o in orders.items()},
+        "ratio_grouped_vs_plain": (rates["grouped"] or 0.0) / (rates["plain"] or 1.0),
+    }
 
 
 def timed_tokens(fn: Callable[[], None], tokens: int) -> Callable[[], tuple[int, float]]:
@@ -272,6 +329,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         sft = throughput(args, tmp)
+        grouped = grouping(args, tmp)
         rl = rl_phase(args, tmp)
     return {
         "setup": {
@@ -284,6 +342,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "wall_s": time.perf_counter() - start,
         },
         "sft_step": sft,
+        "sft_grouping": grouped,
         "rl_phase": rl,
     }
 
@@ -293,6 +352,7 @@ def write_report(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "training.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     s, sft, rl = result["setup"], result["sft_step"], result["rl_phase"]
+    g = result["sft_grouping"]
     b, m = sft["batch"], sft["matmul_flops_per_s"]
     bf16_label = "native AVX512-BF16 / AMX" if sft["native_bf16"] else "no native bf16 instructions: emulated"
     model_lines = [
@@ -349,6 +409,20 @@ def write_report(result: dict[str, Any], out: Path) -> None:
         "6N counts every parameter (tied embeddings once) and leaves out attention scores; padded positions "
         "are computed but not counted as tokens.",
         "",
+        "## SFT pass: plain-shuffle batches vs length-grouped batches (`sft.group_by_length`)",
+        "",
+        f"One pass over {g['examples']} demonstration turns of the same kind ({g['batches']} batches of "
+        f"{s['batch_size']}; {g['tokens']:,} real tokens), tiny {g['model']} fp32, the same steps as above.",
+        "",
+        "| batches | tokens/s | padding share |",
+        "| --- | ---: | ---: |",
+        *(
+            f"| {name} | {g['tokens_per_s'][name]:,.0f} | {100 * g['padding_share'][name]:.1f}% |"
+            for name in ("plain", "grouped")
+        ),
+        "",
+        f"**Length-grouped vs plain batches: {g['ratio_grouped_vs_plain']:.2f}x** (same run, same examples).",
+        "",
         "## RL phase: rollout vs update",
         "",
         f"Source: {rl['source']}.",
@@ -400,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", default=["1m", "5m"], help="tiny presets (default 1m 5m)")
     parser.add_argument("--batch-size", type=int, default=32, help="demonstration turns per step (default 32)")
+    parser.add_argument("--pool-batches", type=int, default=6, help="batches in the grouping comparison's pool")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each configuration (best is kept)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run", default=None, help="an RL run folder to read perf/ timings from (default: run one)")

@@ -12,27 +12,33 @@ scale, end to end:
    draw budget is retried with half as many; the manifest and the report say so.
 2. SFT from scratch (``milepost.training.sft.train_sft``): tiny Qwen3 ``--model-size`` (default 1m), oracle
    demonstrations of easy training tasks, the tiny-CPU recipe of ``configs/tiny-cpu/sudoku4_sft.yaml``
-   (``hints`` renderer, memory K = 0, cell-first answers, 15% injected errors, lr 1e-3), atomic actions only.
+   (memory K = 0, cell-first answers, 15% injected errors, lr 1e-3), atomic actions only, with the
+   ``hints_tail`` view (``--render``): the board and the 8 cells with the fewest candidates, fewest last, so
+   that a forced cell is the line right before the answer. With every cell listed (``hints``, fewest first)
+   the same model did not learn the easy step in 820 steps (3-5 of 56 first moves right; git history of
+   ``benchmarks/results/technique.md``); with ``hints_tail`` it did in 877 (56 of 56).
 3. A quick check: greedy first-move accuracy on every test task (per level and tier).
 4. Evaluation (``milepost.evaluation.runner.evaluate``): n = 4 samples at temperature 0.8, k in {1, 4},
    H_max = ``--max-steps`` (the largest goal distance, 45, + 15) on the mixed-tier test set.
 
-Writes ``benchmarks/results/technique.{md,json,png}``: avg@4 and pass@4 per level x tier with 95% bootstrap
-intervals and task counts, step accuracy per cell, the share of the oracle's moves that are not naked singles
-of the basic candidates (what the ``hints`` view lists), and success / step accuracy against goal distance
-(one line per tier). Every figure is what the run measured.
+Writes ``benchmarks/results/technique.{md,json,png}`` (``--out``): avg@4 and pass@4 per level x tier with 95%
+bootstrap intervals and task counts, a scripted reference (the exact success chance of always filling the
+fewest-candidates cell with a uniformly chosen candidate: the best a model that learnt only the easy step can
+expect), step accuracy per cell, the share of the oracle's moves that are not naked singles of the basic
+candidates, what the model answered at states with no forced cell, and success / step accuracy against goal
+distance (one line per tier). Every figure is what the run measured.
 
-Usage, as run for ``benchmarks/results/technique.md`` (about 45 minutes of one contended CPU core: data
-~3 min, SFT 2 x ~12-13 min, first-move check ~20 s, evaluation of 4 tasks per cell at L1, L3, L5, L7 ~9 min;
-the full evaluation, 8 tasks per cell at every level, would take about 3-4 times as long with a weak model,
-whose illegal answers run episodes to H_max)::
+Usage, as run for ``benchmarks/results/technique.md`` (about 16 minutes on the 2-core machine: data ~3 min,
+SFT ~7 min, first-move check ~3 s, evaluation of 8 tasks per (level, tier) at L1-L7 ~6 min)::
 
-    nice -n 5 .venv/bin/python benchmarks/technique_experiment.py --work /tmp/technique \
-        --eval-per-cell 4 --eval-levels L1,L3,L5,L7
+    python benchmarks/technique_experiment.py --work /tmp/tech500
+
+and, training on easy L3-L4 only as the paper does (``benchmarks/results/technique-train-L3-L4/``)::
+
+    python benchmarks/technique_experiment.py --work /tmp/tech_l34 --train-levels L3-L4 \
+        --out benchmarks/results/technique-train-L3-L4
 
 ``--stop-after-check`` stops after the first-move check (to size SFT before paying for the evaluation).
-Measured outcome at these settings: the 1M model learnt the answer format but not the easy step (copying the
-first candidate line); see the Markdown for the numbers.
 
 Stages are cached in ``--work`` (data, the SFT run, the evaluation run folder, which resumes), so a rerun
 with the same arguments only redoes what is missing. The equivalent data commands are::
@@ -47,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import shlex
 import sys
 import time
@@ -78,7 +85,6 @@ from milepost.types import Episode, Task
 
 RESULTS = Path(__file__).parent / "results"
 TIERS = ("easy", "medium", "hard")
-RENDER = "hints"
 
 
 # --------------------------------------------------------------------------------------------------- data
@@ -142,25 +148,34 @@ def build_data(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return info
 
 
-def non_single_share(tasks: list[Task], max_steps: int) -> dict[str, float]:
-    """Per task: the share of the oracle's moves (fewest-candidates cell first) whose cell has more than one
-    basic candidate, i.e. moves that the ``hints`` view does not spell out as a naked single."""
+def oracle_path_stats(tasks: list[Task], max_steps: int, render: str) -> dict[str, dict[str, float]]:
+    """Per task, along the oracle's path (it fills the fewest-candidates cell, ties by cell, with its solution
+    digit): ``non_single``, the share of its moves whose cell has more than one basic candidate, i.e. moves the
+    hints do not spell out as a naked single; and ``guess_success``, the product over its moves of
+    1 / (candidates of that cell): the chance that a scripted rule which always fills the fewest-candidates cell
+    with a uniformly chosen candidate solves the puzzle (a wrong digit is a dead end). That rule is what a model
+    which learnt only the easy step, copying a forced cell, can at best do: the reference the tiers are read
+    against."""
     out = {}
     for task in tasks:
-        env = make_env("sudoku", size=9, render=RENDER, max_steps=max_steps)
+        env = make_env("sudoku", size=9, render=render, max_steps=max_steps)
         env.reset(seed=0, options={"task": task})
         singles = total = 0
+        chance = 1.0
         done = False
         while not done:
             found = moves.oracle(env.rules, cell_first=True)
             if found is None:
                 break
             action, reason = found
+            state = env.rules.state
+            fewest = min(state.candidates(c).bit_count() for c in range(81) if not state.cells[c])
+            chance /= max(fewest, 1)
             singles += "can only be" in reason
             total += 1
             *_, terminated, truncated, _ = env.step(format_answer(reason, action))
             done = terminated or truncated
-        out[task.task_id] = 1 - singles / max(total, 1)
+        out[task.task_id] = {"non_single": 1 - singles / max(total, 1), "guess_success": chance}
     return out
 
 
@@ -189,7 +204,7 @@ def sft_config(args: argparse.Namespace, data: Path, model: str, seed: int) -> T
         model=model,
         data=str(data),
         levels=args.train_levels,
-        env=EnvConfig(name="sudoku", size=9, max_steps=args.max_steps, render=RENDER),
+        env=EnvConfig(name="sudoku", size=9, max_steps=args.max_steps, render=args.render),
         agent=AgentConfig(memory_k=0, temperature=0.8, max_new_tokens=args.max_new_tokens),
         sft=SFTConfig(
             tasks=args.sft_tasks,
@@ -270,7 +285,7 @@ def first_moves(model_dir: str, tasks: list[Task], args: argparse.Namespace) -> 
     backend = HFBackend(model_dir)
     envs, requests = [], []
     for task in tasks:
-        env = make_env("sudoku", size=9, render=RENDER, max_steps=args.max_steps)
+        env = make_env("sudoku", size=9, render=args.render, max_steps=args.max_steps)
         obs, _ = env.reset(seed=0, options={"task": task})
         envs.append(env)
         params = SamplingParams(temperature=0, max_new_tokens=args.max_new_tokens)
@@ -326,7 +341,7 @@ def run_eval(args: argparse.Namespace, data: Path, model_dir: str, out: Path) ->
         policy=f"hf:{model_dir}",
         n=args.n,
         ks=[1, args.n],
-        env_kwargs={"max_steps": args.max_steps, "render": RENDER},
+        env_kwargs={"max_steps": args.max_steps, "render": args.render},
         settings=AgentSettings(memory_k=0, temperature=0.8, max_new_tokens=args.max_new_tokens, batch_size=64),
         seed=args.seed,
     )
@@ -344,9 +359,9 @@ def run_eval(args: argparse.Namespace, data: Path, model_dir: str, out: Path) ->
 
 
 def cell_table(
-    tasks: list[Task], episodes: list[Episode], ks: list[int], non_single: dict[str, float], seed: int
+    tasks: list[Task], episodes: list[Episode], ks: list[int], path: dict[str, dict[str, float]], seed: int
 ) -> list[dict[str, Any]]:
-    """One row per (level, tier) cell: the level metrics of its episodes plus the non-single share."""
+    """One row per (level, tier) cell: the level metrics of its episodes plus the oracle-path statistics."""
     tier_of = {t.task_id: t.meta["tier"] for t in tasks}
     groups: dict[tuple[str, str], list[Episode]] = defaultdict(list)
     for ep in episodes:
@@ -356,10 +371,38 @@ def cell_table(
         m = level_metrics(level, eps, ks, seed=seed).to_dict()
         ids = {e.task_id for e in eps}
         m["tier"] = tier
-        m["non_single_share"] = sum(non_single[i] for i in ids) / len(ids)
+        m["non_single_share"] = sum(path[i]["non_single"] for i in ids) / len(ids)
+        m["guess_success"] = sum(path[i]["guess_success"] for i in ids) / len(ids)
         m["success_by_distance"] = {str(d): v for d, v in success_by_distance(eps).items()}
         rows.append(m)
     return rows
+
+
+_HINT_LINE = re.compile(r"^r\d+c\d+: (.+)$", re.MULTILINE)
+
+
+def unforced_turns(tasks: list[Task], episodes: list[Episode]) -> dict[str, dict[str, int]]:
+    """Per tier, what the model answered on turns whose observation names no forced cell (the fewest
+    candidates listed is 2 or more), which easy training never showed it: ``rejected`` (illegal or
+    unparsable), ``wrong`` (a legal fill that ended the episode: a dead end), ``correct`` (a legal fill the
+    episode went on from, or solved with)."""
+    tier_of = {t.task_id: str(t.meta["tier"]) for t in tasks}
+    out: dict[str, dict[str, int]] = {tier: {"turns": 0, "rejected": 0, "wrong": 0, "correct": 0} for tier in TIERS}
+    for ep in episodes:
+        row = out[tier_of[ep.task_id]]
+        for i, turn in enumerate(ep.turns):
+            counts = [len(digits.split()) for digits in _HINT_LINE.findall(turn.observation)]
+            if not counts or min(counts) < 2:
+                continue
+            row["turns"] += 1
+            terms = turn.reward_terms
+            if terms["valid"] < 0 or terms["format"] < 0:
+                row["rejected"] += 1
+            elif i == len(ep.turns) - 1 and ep.termination.value == "dead_end":
+                row["wrong"] += 1
+            else:
+                row["correct"] += 1
+    return out
 
 
 # -------------------------------------------------------------------------------------------------- report
@@ -389,8 +432,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "# Technique generalisation (9x9 Sudoku, tiny model SFT on easy puzzles; paper appendix D.4, Figure 12)",
         "",
-        f"Command: `nice -n 5 .venv/bin/python benchmarks/technique_experiment.py {meta['command']}` "
-        f"(defaults otherwise; Python {meta['python']}, torch {meta['torch']}, {meta['threads']} thread).",
+        f"Command: `python benchmarks/technique_experiment.py {meta['command']}` "
+        f"(defaults otherwise; Python {meta['python']}, torch {meta['torch']}, {meta['threads']} torch threads).",
         "",
         f"- **Data** (seed {meta['seed']}): easy training set {meta['levels']} x {meta['train_per_level']} tasks "
         f"(SFT draws {meta['sft_tasks']} of the {meta['train_levels']} ones); test set: up to "
@@ -399,7 +442,8 @@ def render(result: dict[str, Any]) -> str:
         f"- **Model**: tiny Qwen3 `{meta['model_size']}` built from scratch ({sft['parameters']:,} parameters).",
         f"- **SFT**: {meta['sft_rounds']} round(s), each on oracle demonstrations of {meta['sft_tasks']} easy "
         f"tasks drawn from {meta['train_levels']} (round r: seed {meta['seed']} + r - 1; rounds after the first "
-        "continue from the previous model), played through the agent loop (`hints` renderer, memory K = 0, "
+        f"continue from the previous model), played through the agent loop (`{meta['render']}` renderer, memory "
+        "K = 0, "
         f"cell-first answers, 15% injected errors, atomic actions): {sft['examples']:,} target turns, "
         f"{sft['steps']} steps of batch {meta['batch_size']} ({meta['epochs']} epoch(s) per round), "
         f"{sft['tokens']:,} tokens (prompt + answer, padding excluded) through the model, lr 1e-3 (warm-up, "
@@ -424,8 +468,15 @@ def render(result: dict[str, Any]) -> str:
         "",
         _competence(fm),
         "",
+        _tier_means(result["cells"], result["meta"].get("train_levels")),
+        "",
     ]
     lines += grid(f"avg@{n} success (%), [95% CI], tasks", lambda r: f"{_est(r['avg'])}, {r['tasks']}")
+    lines += grid(
+        "Reference, scripted (not a model): success (%) of always filling the fewest-candidates cell with a "
+        "uniformly chosen candidate (exact, along the oracle's path)",
+        lambda r: f"{100 * r['guess_success']:.1f}",
+    )
     lines += grid(f"pass@{n} (%), [95% CI]", lambda r: _est(r["pass_at"].get(str(n))))
     lines += grid("pass@1 (%), [95% CI]", lambda r: _est(r["pass_at"].get("1")))
     lines += grid(
@@ -441,7 +492,19 @@ def render(result: dict[str, Any]) -> str:
         lambda r: f"{100 * r['non_single_share']:.1f}",
     )
     lines += grid("Mean goal distance (empty cells)", lambda r: f"{r['mean_goal_distance']:.1f}")
+    un = result["unforced"]
     lines += [
+        "### Turns at states with no forced cell (every listed cell has 2+ candidates; all samples)",
+        "",
+        "| tier | turns | rejected answers | correct fills | wrong fills (dead end) |",
+        "|---|---|---|---|---|",
+    ]
+    for tier in TIERS:
+        u = un[tier]
+        pct = lambda k, u=u: f"{u[k]} ({100 * u[k] / u['turns']:.1f}%)" if u["turns"] else "0"  # noqa: E731
+        lines.append(f"| {tier} | {u['turns']} | {pct('rejected')} | {pct('correct')} | {pct('wrong')} |")
+    lines += [
+        "",
         "### How episodes ended (all samples of the cell)",
         "",
         head,
@@ -471,6 +534,29 @@ def render(result: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _tier_means(cells: list[dict[str, Any]], train_levels: str | None) -> str:
+    """One computed line: mean avg@n per tier over the evaluated levels (inside / outside the trained ones)
+    beside the scripted reference."""
+    trained = {lv.name for lv in parse_levels(train_levels, "sudoku", 9)} if train_levels else set()
+    parts = []
+    for tier in TIERS:
+        rows = [r for r in cells if r["tier"] == tier]
+        if not rows:
+            continue
+        mean = 100 * sum(r["avg"]["value"] for r in rows) / len(rows)
+        ref = 100 * sum(r["guess_success"] for r in rows) / len(rows)
+        inside = [r for r in rows if r["level"] in trained]
+        outside = [r for r in rows if r["level"] not in trained]
+        split = ""
+        if inside and outside:
+            split = (
+                f" (trained levels {100 * sum(r['avg']['value'] for r in inside) / len(inside):.1f}, others "
+                f"{100 * sum(r['avg']['value'] for r in outside) / len(outside):.1f})"
+            )
+        parts.append(f"{tier} {mean:.1f}{split} against {ref:.1f} for the scripted reference")
+    return "Mean avg@4 success (%) over the evaluated levels, unweighted: " + "; ".join(parts) + "."
 
 
 def _competence(fm: dict[str, dict[str, int]]) -> str:
@@ -517,15 +603,17 @@ def plot(result: dict[str, Any], path: Path) -> None:
             color=colours[tier],
             alpha=0.25,
         )
+        ax1.plot(xs, [100 * r["guess_success"] for r in rows], linestyle=":", color=colours[tier])
         ax2.plot(xs, [100 * (r["step_accuracy"] or 0) for r in rows], marker="o", color=colours[tier], label=tier)
-    ax1.set_title(f"avg@{n} success (%) by level, dots: per goal distance")
+    ax1.set_title(f"avg@{n} success (%) by level; dots: per distance; dotted: copy rule", fontsize=9)
     ax2.set_title("step accuracy (%)")
     for ax in (ax1, ax2):
         ax.set_xlabel("goal distance (empty cells)")
         ax.set_ylim(-3, 103)
         ax.legend()
     fig.suptitle(
-        f"9x9 Sudoku, tiny {result['meta']['model_size']} model SFT on easy puzzles: success by technique tier"
+        f"9x9 Sudoku, tiny {result['meta']['model_size']} model SFT on easy {result['meta']['train_levels']} "
+        "puzzles: success by technique tier"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -557,7 +645,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     eval_dir = work / f"eval-round{args.sft_rounds}-{eval_data.name}"
     ev = run_eval(args, eval_data, sft["final"], eval_dir)
     episodes = [Episode.from_dict(r) for r in read_jsonl(eval_dir / "episodes.jsonl")]
-    non_single = non_single_share(tasks, args.max_steps)
+    path = oracle_path_stats(tasks, args.max_steps, args.render)
     meta = {k: v for k, v in vars(args).items() if k not in ("progress", "stop_after_check", "out")}
     meta.update(python=platform.python_version(), torch=torch.__version__, n=args.n)
     return {
@@ -565,7 +653,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "data": data,
         "sft": sft,
         "first_moves": fm,
-        "cells": cell_table(tasks, episodes, [1, args.n], non_single, args.seed),
+        "cells": cell_table(tasks, episodes, [1, args.n], path, args.seed),
+        "unforced": unforced_turns(tasks, episodes),
         "eval_levels": ev["levels"],
         "eval_tiers": ev.get("tiers"),
         "eval_wall_s": ev["wall_s"],
@@ -580,19 +669,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-per-level", type=int, default=300, help="easy training tasks per level")
     parser.add_argument("--per-cell", type=int, default=8, help="test tasks per (level, tier)")
     parser.add_argument("--model-size", default="1m", help="tiny model preset (0.5m, 1m, 5m, 20m)")
-    parser.add_argument("--sft-tasks", type=int, default=90, help="demonstration tasks")
+    parser.add_argument("--sft-tasks", type=int, default=500, help="demonstration tasks")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument(
-        "--sft-rounds", type=int, default=2, help="SFT runs in a row, each continuing the last on new tasks"
+        "--sft-rounds", type=int, default=1, help="SFT runs in a row, each continuing the last on new tasks"
     )
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--render",
+        default="hints_tail",
+        help="observation renderer (hints_tail: the 8 fewest-candidate cells, fewest last; hints: every cell)",
+    )
     parser.add_argument("--max-steps", type=int, default=60, help="H_max (largest goal distance 45, + 15)")
     parser.add_argument("--max-new-tokens", type=int, default=40, help="answer tokens per turn")
     parser.add_argument("--eval-per-cell", type=int, default=8, help="evaluated test tasks per (level, tier)")
     parser.add_argument("--eval-levels", default=None, help="evaluated levels (default: --levels)")
     parser.add_argument("--n", type=int, default=4, help="samples per test task")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--stop-after-check", action="store_true", help="stop after the first-move check")
     parser.add_argument("--out", default=str(RESULTS), help="where technique.md / .json / .png go")

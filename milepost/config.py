@@ -61,7 +61,8 @@ class EnvConfig:
     macro_n: int | None = None
     """exact actions per step in fixed mode"""
     render: str = "grid"
-    """observation renderer: grid | cells | candidates (grid + candidate hints) | hints (cells + hints)"""
+    """observation renderer: grid | cells | candidates (grid + candidate hints) | hints (cells + hints) |
+    hints_tail (cells + the 8 cells with the fewest candidates, fewest last)"""
     wrong_fill: str = "dead_end"
     """Sudoku: a legal fill with a wrong digit ends the episode (dead_end) or play goes on (continue)"""
     allow_overwrite: bool = False
@@ -87,8 +88,10 @@ class EnvConfig:
                 raise ValueError(f"env.macro_k: only meaningful with action_mode=flexible, not {self.action_mode}")
             if self.macro_k < 1:
                 raise ValueError(f"env.macro_k: must be >= 1, got {self.macro_k}")
-        if self.render not in ("grid", "cells", "candidates", "hints"):
-            raise ValueError(f"env.render: {self.render!r} is not one of grid, cells, candidates, hints")
+        from milepost.envs.sudoku.render import RENDERERS  # here: the env package imports this module
+
+        if self.render not in RENDERERS:
+            raise ValueError(f"env.render: {self.render!r} is not one of {', '.join(RENDERERS)}")
         if self.wrong_fill not in ("dead_end", "continue"):
             raise ValueError(f"env.wrong_fill: {self.wrong_fill!r} is not one of dead_end, continue")
         bad = sorted(set(self.subgoals) - {"boxes", "rows", "cols"})

@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--action-mode", default=None, help="atomic | flexible | fixed | slide")
     p.add_argument("--macro-k", type=int, default=None)
     p.add_argument("--macro-n", type=int, default=None)
-    p.add_argument("--render", default=None, help="Sudoku renderer: grid | cells | candidates")
+    p.add_argument("--render", default=None, help="Sudoku renderer: grid | cells | candidates | hints | hints_tail")
     p.add_argument("--memory-k", type=int, default=2, help="K: turns kept in memory")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-p", type=float, default=1.0)

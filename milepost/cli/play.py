@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, default=None, help="turn budget H_max (env default if omitted)")
     p.add_argument("--action-mode", default="atomic", help="atomic | flexible | fixed | slide")
     p.add_argument("--macro-k", type=int, default=None, help="flexible mode: actions per turn at most")
-    p.add_argument("--render", default=None, help="Sudoku renderer: grid | cells | candidates")
+    p.add_argument("--render", default=None, help="Sudoku renderer: grid | cells | candidates | hints | hints_tail")
     p.set_defaults(func=run)
 
 

@@ -204,6 +204,9 @@ class SFTConfig:
     """Sudoku demonstrations write value(rXcY, n): the cell before the digit, which small models learn sooner"""
     epochs: float = 2.0
     batch_size: int = 32
+    group_by_length: bool = False
+    """draw each batch from examples of similar length (shuffled chunks of 50 batches, sorted by length, cut
+    into batches, batch order shuffled): less padding, same examples per epoch; off keeps a plain shuffle"""
     lr: float = 1e-3
     """learning rate (tiny from-scratch models: 1e-3 with warm-up; paper, pretrained: 5e-6)"""
     warmup_steps: int = 50

@@ -193,6 +193,42 @@ def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
+GROUP_CHUNK = 50
+"""Batches per length-sorted chunk with ``sft.group_by_length`` (HF's ``group_by_length`` uses 50 too)."""
+
+
+def sft_batches(
+    lengths: Sequence[int], passes: int, batch_size: int, group: bool, rng: random.Random
+) -> list[list[int]]:
+    """Batches of example indices for ``passes`` passes over the data, each pass a fresh shuffle.
+
+    Plain: the passes' shuffles concatenated and cut every ``batch_size``. With ``group`` each pass is cut into
+    chunks of ``GROUP_CHUNK`` batches, each chunk sorted by length (longest first) and cut into batches, and the
+    pass's full batches shuffled (its one short batch last): a padded batch then wastes little, while every
+    example still appears once per pass and the batch order stays random.
+    """
+    if not group:
+        flat = []
+        for _ in range(passes):
+            perm = list(range(len(lengths)))
+            rng.shuffle(perm)
+            flat += perm
+        return [flat[i : i + batch_size] for i in range(0, len(flat), batch_size)]
+    out: list[list[int]] = []
+    chunk = batch_size * GROUP_CHUNK
+    for _ in range(passes):
+        perm = list(range(len(lengths)))
+        rng.shuffle(perm)
+        batches = []
+        for lo in range(0, len(perm), chunk):
+            part = sorted(perm[lo : lo + chunk], key=lambda i: -lengths[i])
+            batches += [part[b : b + batch_size] for b in range(0, len(part), batch_size)]
+        full = [b for b in batches if len(b) == batch_size]
+        rng.shuffle(full)
+        out += full + [b for b in batches if len(b) < batch_size]
+    return out
+
+
 def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, progress: bool = True) -> Path:
     """Run SFT and return the final model directory (``out_dir/final``)."""
     run_dir = Path(out_dir)
@@ -230,18 +266,19 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         scheduler.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
         start = meta.step
-    order_rng = random.Random(cfg.seed + 1)
-    order: list[int] = []
-    for _ in range(math.ceil(cfg.sft.epochs) + 1):
-        perm = list(range(len(examples)))
-        order_rng.shuffle(perm)
-        order += perm
+    batches = sft_batches(
+        [len(e.prompt_ids) + len(e.completion_ids) for e in examples],
+        math.ceil(cfg.sft.epochs) + 1,
+        cfg.sft.batch_size,
+        cfg.sft.group_by_length,
+        random.Random(cfg.seed + 1),
+    )
     model.train()
     bar = tqdm(range(start, total_steps), desc="sft", disable=not progress, initial=start, total=total_steps)
     tokens = 0
     t0 = time.perf_counter()
     for step in bar:
-        batch = [examples[i] for i in order[step * cfg.sft.batch_size : (step + 1) * cfg.sft.batch_size]]
+        batch = [examples[i] for i in batches[step]]
         with _autocast(cfg, backend.device):
             logp = sequence_logprobs(
                 model, [e.prompt_ids for e in batch], [e.completion_ids for e in batch], 1.0, pad_id=backend.pad_id

@@ -168,3 +168,12 @@ def test_evaluate_policy_runs_on_the_test_split(sft_model: Path, data4: Path, tm
     result = evaluate_policy(cfg, HFBackend(sft_model), tmp_path / "eval", "t", progress=False)
     assert {lv["level"] for lv in result["levels"]} == {"S1", "S2"}
     assert (tmp_path / "eval" / "report.md").is_file()
+
+
+def test_sft_with_length_grouped_batches_learns(tiny_fixed: Path, data4: Path, tmp_path: Path) -> None:
+    cfg = _cfg(tiny_fixed, data4)
+    cfg.sft.group_by_length = True
+    final = train_sft(cfg, tmp_path / "grouped", progress=False)
+    losses = [r["train/sft_loss"] for r in read_jsonl(final.parent / "metrics.jsonl")]
+    assert losses[-1] < losses[0] * 0.7
+    assert losses[:3] != pytest.approx(PINNED_SFT_LOSSES, abs=2e-3)  # other batches than the plain shuffle

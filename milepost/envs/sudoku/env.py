@@ -53,7 +53,8 @@ class SudokuEnv(TextEnv[SudokuState, Fill]):
         level: level used when ``reset`` gets no task (default: the size's first level).
         max_steps: H_max, the turn budget (paper: 50).
         action_mode: ``atomic`` | ``flexible`` (up to ``macro_k``, None = unbounded) | ``fixed`` (``macro_n``).
-        render: observation renderer: ``grid`` (default), ``cells`` (one character per cell), ``candidates``.
+        render: observation renderer: ``grid`` (default), ``cells`` (one character per cell), ``candidates``,
+            ``hints``, ``hints_tail`` (see render.py).
         wrong_fill: ``dead_end`` ends the episode on a legal fill with a wrong digit; ``continue`` plays on.
         allow_overwrite: let non-given cells be rewritten (needed for ``continue`` to be recoverable).
         subgoals: unit kinds that become subgoals: ``boxes`` (default), ``rows``, ``cols``.

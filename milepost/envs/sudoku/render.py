@@ -1,4 +1,5 @@
-"""Observation renderers for Sudoku: the grid text (default), one character per cell, candidate hints."""
+"""Observation renderers for Sudoku: the grid text (default), one character per cell, candidate hints
+(all cells, or only the few with the fewest candidates)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from milepost.envs.sudoku.state import SudokuState
 
-RENDERERS = ("grid", "cells", "candidates", "hints")
+RENDERERS = ("grid", "cells", "candidates", "hints", "hints_tail")
+TAIL_CELLS = 8
+"""How many cells the ``hints_tail`` view lists."""
 
 
 def render_grid(state: SudokuState) -> str:
@@ -79,6 +82,21 @@ def render_hints(state: SudokuState) -> str:
     return "\n".join([render_cells(state), "Candidates:", *candidate_lines(state, fewest_first=True)])
 
 
+def render_hints_tail(state: SudokuState, k: int = TAIL_CELLS) -> str:
+    """The compact board, then only the ``k`` empty cells with the fewest candidates, fewest *last*.
+
+    The 9x9 tiny-model view: with every empty cell listed (``hints``) a 9x9 prompt runs to 600 tokens and the
+    forced cell sits a different distance from the answer in every prompt, which a 1M-parameter model trained on
+    a CPU did not learn to find (benchmarks/results/technique.md, first run). Here the prompt length is nearly
+    fixed and a forced cell, when one exists, is the line right before the answer. Ties keep cell order, the
+    cut keeps the ``k`` fewest; the header says how many empty cells were left out.
+    """
+    lines = candidate_lines(state, fewest_first=True)
+    shown = lines[:k]
+    header = f"Candidates ({len(shown)} of {len(lines)} empty cells, fewest last):"
+    return "\n".join([render_cells(state), header, *reversed(shown)])
+
+
 def render(state: SudokuState, style: str) -> str:
     if style == "grid":
         return render_grid(state)
@@ -88,4 +106,6 @@ def render(state: SudokuState, style: str) -> str:
         return render_candidates(state)
     if style == "hints":
         return render_hints(state)
+    if style == "hints_tail":
+        return render_hints_tail(state)
     raise ValueError(f"unknown sudoku renderer {style!r} (known: {', '.join(RENDERERS)})")

@@ -244,6 +244,29 @@ def test_renderers(task9: Task) -> None:
     assert obs.endswith("Last answer rejected: r1c1 is a given cell")
 
 
+def test_hints_tail_lists_the_fewest_candidate_cells_last(task9: Task) -> None:
+    """The 9x9 tiny-model view: board, then the 8 cells with the fewest candidates, the oracle's cell last."""
+    env = SudokuEnv(render="hints_tail", max_steps=100)
+    obs = env.reset(options={"task": task9})[0]
+    lines = obs.splitlines()
+    empties = PUZ9.count("0")
+    assert lines[:9] == [PUZ9[i : i + 9].replace("0", ".") for i in range(0, 81, 9)]
+    assert lines[9] == f"Candidates (8 of {empties} empty cells, fewest last):"
+    shown = lines[10:]
+    assert len(shown) == 8
+    counts = [len(line.split(": ")[1].split()) for line in shown]
+    assert counts == sorted(counts, reverse=True)
+    every = SudokuEnv(render="candidates").reset(options={"task": task9})[0].splitlines()
+    assert min(len(line.split(": ")[1].split()) for line in every if ": " in line) == counts[-1]
+    fill = oracle_fill(env.state)
+    assert fill is not None and shown[-1].startswith(f"r{fill.row + 1}c{fill.col + 1}: ")
+    # Near the end fewer than 8 cells are empty: all of them are listed.
+    left = [cell for cell in range(81) if PUZ9[cell] == "0"]
+    for cell in left[:-3]:
+        obs = env.step(f"value({SOL9[cell]}, r{cell // 9 + 1}c{cell % 9 + 1})")[0]
+    assert "(3 of 3 empty cells, fewest last):" in obs
+
+
 def test_bad_tasks_and_settings_are_one_line_errors(task4: Task) -> None:
     env = SudokuEnv(size=4)
     bad = task4.to_dict() | {"payload": {"puzzle": "12", "solution": SOL4}}
