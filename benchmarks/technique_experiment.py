@@ -228,7 +228,7 @@ def run_sft_rounds(args: argparse.Namespace, data: Path, work: Path) -> dict[str
     rounds: list[dict[str, Any]] = []
     model = f"tiny:{args.model_size}"
     for r in range(args.sft_rounds):
-        info = run_sft(args, data, work / ("sft" if r == 0 else f"sft-round{r + 1}"), model, args.seed + r)
+        info = run_sft(args, data, work / ("sft" if r == 0 else f"sft-round{r + 1}"), model, args.model_seed + r)
         rounds.append(info)
         model = info["final"]
     total = {k: sum(info[k] for info in rounds) for k in ("steps", "examples", "tokens", "demo_s", "train_s")}
@@ -343,7 +343,7 @@ def run_eval(args: argparse.Namespace, data: Path, model_dir: str, out: Path) ->
         ks=[1, args.n],
         env_kwargs={"max_steps": args.max_steps, "render": args.render},
         settings=AgentSettings(memory_k=0, temperature=0.8, max_new_tokens=args.max_new_tokens, batch_size=64),
-        seed=args.seed,
+        seed=args.model_seed,
     )
     episodes_file, timing_file = out / "episodes.jsonl", out / "timing.json"
     before = sum(1 for _ in read_jsonl(episodes_file)) if episodes_file.exists() else 0
@@ -439,9 +439,10 @@ def render(result: dict[str, Any]) -> str:
         f"(SFT draws {meta['sft_tasks']} of the {meta['train_levels']} ones); test set: up to "
         f"{meta['per_cell']} tasks per (level, tier), tiers graded by milepost's HoDoKu-style grader "
         f"({data['test_tasks']} tasks; {data['wall_s']} s to generate).",
-        f"- **Model**: tiny Qwen3 `{meta['model_size']}` built from scratch ({sft['parameters']:,} parameters).",
+        f"- **Model**: tiny Qwen3 `{meta['model_size']}` built from scratch ({sft['parameters']:,} parameters), "
+        f"model seed {meta.get('model_seed', meta['seed'])} (initialisation, SFT draws, sampling).",
         f"- **SFT**: {meta['sft_rounds']} round(s), each on oracle demonstrations of {meta['sft_tasks']} easy "
-        f"tasks drawn from {meta['train_levels']} (round r: seed {meta['seed']} + r - 1; rounds after the first "
+        f"tasks drawn from {meta['train_levels']} (round r: model seed + r - 1; rounds after the first "
         f"continue from the previous model), played through the agent loop (`{meta['render']}` renderer, memory "
         "K = 0, "
         f"cell-first answers, 15% injected errors, atomic actions): {sft['examples']:,} target turns, "
@@ -685,13 +686,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-per-cell", type=int, default=8, help="evaluated test tasks per (level, tier)")
     parser.add_argument("--eval-levels", default=None, help="evaluated levels (default: --levels)")
     parser.add_argument("--n", type=int, default=4, help="samples per test task")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="data seed (and the model seed unless --model-seed)")
+    parser.add_argument("--model-seed", type=int, default=None, help="seed of the model, SFT draws and sampling")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--stop-after-check", action="store_true", help="stop after the first-move check")
     parser.add_argument("--out", default=str(RESULTS), help="where technique.md / .json / .png go")
     args = parser.parse_args(argv)
     args.command = shlex.join(sys.argv[1:] if argv is None else argv)
+    if args.model_seed is None:
+        args.model_seed = args.seed
     result = run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
