@@ -23,10 +23,10 @@ scale, end to end:
 
 Writes ``benchmarks/results/technique.{md,json,png}`` (``--out``): avg@4 and pass@4 per level x tier with 95%
 bootstrap intervals and task counts, a scripted reference (the exact success chance of always filling the
-fewest-candidates cell with a uniformly chosen candidate: the best a model that learnt only the easy step can
-expect), step accuracy per cell, the share of the oracle's moves that are not naked singles of the basic
-candidates, what the model answered at states with no forced cell, and success / step accuracy against goal
-distance (one line per tier). Every figure is what the run measured.
+fewest-candidates cell with a uniformly chosen candidate: what a model that learnt only the easy step and
+guessed elsewhere would score), step accuracy per cell, the share of the oracle's moves that are not naked
+singles of the basic candidates, what the model answered at states with no forced cell, and success / step
+accuracy against goal distance (one line per tier). Every figure is what the run measured.
 
 Usage, as run for ``benchmarks/results/technique.md`` (about 16 minutes on the 2-core machine: data ~3 min,
 SFT ~7 min, first-move check ~3 s, evaluation of 8 tasks per (level, tier) at L1-L7 ~6 min)::
@@ -153,9 +153,9 @@ def oracle_path_stats(tasks: list[Task], max_steps: int, render: str) -> dict[st
     digit): ``non_single``, the share of its moves whose cell has more than one basic candidate, i.e. moves the
     hints do not spell out as a naked single; and ``guess_success``, the product over its moves of
     1 / (candidates of that cell): the chance that a scripted rule which always fills the fewest-candidates cell
-    with a uniformly chosen candidate solves the puzzle (a wrong digit is a dead end). That rule is what a model
-    which learnt only the easy step, copying a forced cell, can at best do: the reference the tiers are read
-    against."""
+    with a uniformly chosen candidate solves the puzzle (a wrong digit is a dead end). That is what a model which
+    learnt only the easy step (copy a forced cell) and guessed uniformly elsewhere would score: the reference the
+    tiers are read against."""
     out = {}
     for task in tasks:
         env = make_env("sudoku", size=9, render=render, max_steps=max_steps)
@@ -443,9 +443,8 @@ def render(result: dict[str, Any]) -> str:
         f"model seed {meta.get('model_seed', meta['seed'])} (initialisation, SFT draws, sampling).",
         f"- **SFT**: {meta['sft_rounds']} round(s), each on oracle demonstrations of {meta['sft_tasks']} easy "
         f"tasks drawn from {meta['train_levels']} (round r: model seed + r - 1; rounds after the first "
-        f"continue from the previous model), played through the agent loop (`{meta['render']}` renderer, memory "
-        "K = 0, "
-        f"cell-first answers, 15% injected errors, atomic actions): {sft['examples']:,} target turns, "
+        f"continue from the previous model), played through the agent loop (`{meta['render']}` renderer, "
+        f"memory K = 0, cell-first answers, 15% injected errors, atomic actions): {sft['examples']:,} target turns, "
         f"{sft['steps']} steps of batch {meta['batch_size']} ({meta['epochs']} epoch(s) per round), "
         f"{sft['tokens']:,} tokens (prompt + answer, padding excluded) through the model, lr 1e-3 (warm-up, "
         f"cosine to 10%, per round). Loss {sft['first_loss']:.3f} at step 1 -> "
@@ -469,7 +468,7 @@ def render(result: dict[str, Any]) -> str:
         "",
         _competence(fm),
         "",
-        _tier_means(result["cells"], result["meta"].get("train_levels")),
+        _tier_means(result["cells"], meta["train_levels"], n),
         "",
     ]
     lines += grid(f"avg@{n} success (%), [95% CI], tasks", lambda r: f"{_est(r['avg'])}, {r['tasks']}")
@@ -502,8 +501,10 @@ def render(result: dict[str, Any]) -> str:
     ]
     for tier in TIERS:
         u = un[tier]
-        pct = lambda k, u=u: f"{u[k]} ({100 * u[k] / u['turns']:.1f}%)" if u["turns"] else "0"  # noqa: E731
-        lines.append(f"| {tier} | {u['turns']} | {pct('rejected')} | {pct('correct')} | {pct('wrong')} |")
+        shares = [
+            f"{u[k]} ({100 * u[k] / u['turns']:.1f}%)" if u["turns"] else "0" for k in ("rejected", "correct", "wrong")
+        ]
+        lines.append(f"| {tier} | {u['turns']} | " + " | ".join(shares) + " |")
     lines += [
         "",
         "### How episodes ended (all samples of the cell)",
@@ -537,10 +538,10 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _tier_means(cells: list[dict[str, Any]], train_levels: str | None) -> str:
+def _tier_means(cells: list[dict[str, Any]], train_levels: str, n: int) -> str:
     """One computed line: mean avg@n per tier over the evaluated levels (inside / outside the trained ones)
     beside the scripted reference."""
-    trained = {lv.name for lv in parse_levels(train_levels, "sudoku", 9)} if train_levels else set()
+    trained = {lv.name for lv in parse_levels(train_levels, "sudoku", 9)}
     parts = []
     for tier in TIERS:
         rows = [r for r in cells if r["tier"] == tier]
@@ -557,7 +558,7 @@ def _tier_means(cells: list[dict[str, Any]], train_levels: str | None) -> str:
                 f"{100 * sum(r['avg']['value'] for r in outside) / len(outside):.1f})"
             )
         parts.append(f"{tier} {mean:.1f}{split} against {ref:.1f} for the scripted reference")
-    return "Mean avg@4 success (%) over the evaluated levels, unweighted: " + "; ".join(parts) + "."
+    return f"Mean avg@{n} success (%) over the evaluated levels, unweighted: " + "; ".join(parts) + "."
 
 
 def _competence(fm: dict[str, dict[str, int]]) -> str:
