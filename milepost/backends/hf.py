@@ -57,6 +57,8 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 # Rows leave the batch (and the KV cache is compacted) once at least this share of it has finished:
 # compacting copies the whole cache, so doing it on every finished row would cost more than it saves.
 _PRUNE_FRACTION = 0.25
+# Shortest prompt prefix shared by every row of a batch that is prefilled once and copied to all rows.
+_MIN_SHARED_PREFIX = 16
 
 
 def _dtype_kwarg() -> str:
@@ -169,6 +171,8 @@ class HFBackend:
         chat_template_kwargs: extra arguments for the chat template (e.g. ``{"enable_thinking": False}``).
         plain_renderer: how chat messages become text when the tokenizer has no chat template (the agent
             passes its own; default :func:`role_paragraphs`).
+        share_prefix: prefill the prompt prefix that every row of a batch shares (the system prompt of an agent
+            loop) once and copy its keys and values to every row, instead of computing it per row.
 
     Raises:
         ModelLoadError: the model does not load, or its tokenizer lacks an end-of-sequence token or has more
@@ -188,6 +192,7 @@ class HFBackend:
         chat_template_kwargs: dict[str, Any] | None = None,
         plain_renderer: PlainRenderer = role_paragraphs,
         name: str | None = None,
+        share_prefix: bool = True,
     ) -> None:
         if (path is None) == (model is None):
             raise InputError("HFBackend needs either a path or a model (with its tokenizer)")
@@ -206,6 +211,7 @@ class HFBackend:
         self.max_batch_size = max_batch_size
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.plain_renderer = plain_renderer
+        self.share_prefix = share_prefix
         config = getattr(self.model, "config", None)
         self.max_context = int(max_context or getattr(config, "max_position_embeddings", 0) or 2048)
         self.eos_ids = self._eos_ids()
@@ -323,19 +329,29 @@ class HFBackend:
 
     def _decode_loop(self, rows: list[_Row], cache: Any) -> None:
         dev = self.device
-        width = max(len(r.prompt_ids) for r in rows)
+        shared = self._shared_prefix(rows)
+        width = shared + max(len(r.prompt_ids) - shared for r in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for b, row in enumerate(rows):  # left padding: every prompt ends in the last column
-            ids[b, width - len(row.prompt_ids) :] = torch.tensor(row.prompt_ids)
-            mask[b, width - len(row.prompt_ids) :] = 1
+        for b, row in enumerate(rows):
+            # The shared prefix in the first columns, then left padding, then the rest of the prompt ending in
+            # the last column; position ids from the mask run on across the gap as if it were not there.
+            rest = row.prompt_ids[shared:]
+            ids[b, :shared] = torch.tensor(row.prompt_ids[:shared], dtype=torch.long)
+            mask[b, :shared] = 1
+            ids[b, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
+            mask[b, width - len(rest) :] = 1
         ids, mask = ids.to(dev), mask.to(dev)
         positions = positions_from_mask(mask)
+        if shared:
+            model_forward(self.model, ids[:1, :shared], mask[:1, :shared], positions[:1, :shared], cache, 1)
+            cache.batch_repeat_interleave(len(rows))
+        logits = model_forward(self.model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=1)
+        logits = logits[:, -1]  # (B, V)
         live = list(rows)  # rows still in the batch, in batch order
         temps = torch.tensor([r.params.temperature for r in rows], dtype=torch.float32, device=dev)
         top_p = torch.tensor([r.params.top_p for r in rows], dtype=torch.float32, device=dev)
         top_k = torch.tensor([r.params.top_k for r in rows], dtype=torch.long, device=dev)
-        logits = model_forward(self.model, ids, mask, positions, cache, logits_to_keep=1)[:, -1]  # (B, V)
         last_pos = positions[:, -1]
         while True:
             logp = process_logits(logits, temps, top_p, top_k)  # (B, V)
@@ -361,6 +377,21 @@ class HFBackend:
             logits = model_forward(
                 self.model, tokens.unsqueeze(-1), mask, last_pos.unsqueeze(-1), cache, logits_to_keep=1
             )[:, -1]
+
+    def _shared_prefix(self, rows: list[_Row]) -> int:
+        """Length of the prompt prefix every row shares (0 when sharing is off, the batch has one row, or the
+        prefix is shorter than ``_MIN_SHARED_PREFIX``), leaving every row at least one token of its own."""
+        if not self.share_prefix or len(rows) < 2:
+            return 0
+        first = rows[0].prompt_ids
+        n = min(len(r.prompt_ids) for r in rows) - 1
+        for row in rows[1:]:
+            ids = row.prompt_ids
+            k = 0
+            while k < n and ids[k] == first[k]:
+                k += 1
+            n = k
+        return n if n >= _MIN_SHARED_PREFIX else 0
 
     def _choose(self, logp: torch.Tensor, temps: torch.Tensor, live: list[_Row]) -> torch.Tensor:
         """Next token per row: argmax for greedy rows, a draw from ``exp(logp)`` for the others.

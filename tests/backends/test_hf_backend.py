@@ -49,6 +49,23 @@ def test_batched_greedy_equals_one_at_a_time(backend: HFBackend) -> None:
         assert got.finish_reason == "length" and len(got.completion_ids) == 12
 
 
+def test_shared_prefix_prefill_gives_the_same_answers(backend: HFBackend, tiny_model_dir: Path) -> None:
+    """Prefilling the prefix all rows share once (the default) changes no token and no log-probability."""
+    import os
+
+    prompts = [sudoku_prompt(s) for s in range(5)] + [sudoku_prompt(0)]  # the goal text is shared; one repeat
+    ids = [backend.tokenizer(p)["input_ids"] for p in prompts]
+    assert len(os.path.commonprefix(ids)) >= 16  # the shared-prefix path is the one taken
+    params = [greedy(10, logprobs=True), SamplingParams(temperature=1.0, max_new_tokens=10, seed=3)] * 3
+    requests = [GenerationRequest(prompt=p, params=q) for p, q in zip(prompts, params)]
+    plain = HFBackend(tiny_model_dir, share_prefix=False)
+    for got, ref in zip(backend.generate(requests), plain.generate(requests), strict=True):
+        assert got.completion_ids == ref.completion_ids and got.prompt_ids == ref.prompt_ids
+        assert got.logprobs == pytest.approx(ref.logprobs, abs=1e-4)
+    same = [GenerationRequest(prompt=prompts[0], params=greedy(6))] * 3  # all but the last token shared
+    assert [c.completion_ids for c in backend.generate(same)] == [plain.generate(same)[0].completion_ids] * 3
+
+
 def test_greedy_matches_plain_model_generate(backend: HFBackend) -> None:
     prompt = sudoku_prompt(2)
     got = backend.generate([GenerationRequest(prompt=prompt, params=greedy(10))])[0]
