@@ -9,7 +9,8 @@
    rate is 6 x parameters x tokens/s, reported as a fraction of this machine's fp32 (and bf16) matmul rate
    measured in the same run (``matmul_rate`` of ``bench_generation``). The baseline, measured in the same run
    on the same batch: the 1M model trained one example at a time (gradient accumulation, one optimizer step),
-   i.e. the same work without batching.
+   i.e. the same work without batching; and the same batched step with the shared prompt prefix computed per
+   row instead of once (``sequence_logprobs(..., share_prefix=False)``).
 2. One pass of SFT over a pool of demonstrations (``--pool-batches`` batches of the same kind), batches cut from
    the plain shuffle against length-grouped batches (``sft.group_by_length``; ``milepost.training.sft.sft_batches``),
    same model, same examples: real tokens per second of each and the ratio, with each order's padding share.
@@ -88,12 +89,20 @@ def sft_batch(cfg: TrainConfig, backend: HFBackend, batch_size: int, seed: int) 
     return random.Random(seed).sample(examples, min(batch_size, len(examples)))
 
 
-def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[Example], pad_id: int, bf16: bool) -> None:
-    """One SFT step as ``train_sft`` takes it: response-token loss, backward, clip, AdamW step."""
+def train_step(
+    model: Any, optimizer: torch.optim.Optimizer, batch: list[Example], pad_id: int, bf16: bool, share: bool = True
+) -> None:
+    """One SFT step as ``train_sft`` takes it: response-token loss, backward, clip, AdamW step (``share``: the
+    prompt prefix all rows share is run once, as ``sequence_logprobs`` does by default)."""
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     with autocast:
         logp = sequence_logprobs(
-            model, [e.prompt_ids for e in batch], [e.completion_ids for e in batch], 1.0, pad_id=pad_id
+            model,
+            [e.prompt_ids for e in batch],
+            [e.completion_ids for e in batch],
+            1.0,
+            pad_id=pad_id,
+            share_prefix=share,
         )
     lengths = torch.tensor([len(e.completion_ids) for e in batch])
     mask = torch.arange(logp.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
@@ -208,6 +217,9 @@ def throughput(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             f"{size}_bf16_autocast": lambda m=model, o=optimizer, b=batch, p=pad: train_step(m, o, b, p, True),
         }
         if size == args.sizes[0]:
+            steps[f"{size}_fp32_prefix_per_row"] = lambda m=model, o=optimizer, b=batch, p=pad: train_step(
+                m, o, b, p, False, share=False
+            )
             steps[f"{size}_fp32_one_at_a_time"] = lambda m=model, o=optimizer, b=batch, p=pad: accumulated_step(
                 m, o, b, p
             )
@@ -250,6 +262,8 @@ def throughput(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "native_bf16": native_bf16(),
         "ratios": {
             "batched_vs_one_at_a_time": (rates[f"{first}_fp32"] or 0.0) / base,
+            "shared_prefix_vs_per_row": (rates[f"{first}_fp32"] or 0.0)
+            / (rates[f"{first}_fp32_prefix_per_row"] or 1.0),
             **{f"bf16_vs_fp32_{s}": (rates[f"{s}_bf16_autocast"] or 0.0) / (rates[f"{s}_fp32"] or 1.0) for s in models},
         },
     }
@@ -398,8 +412,9 @@ def write_report(result: dict[str, Any], out: Path) -> None:
         *run_lines,
         "",
         f"**Batched step vs the same batch one example at a time: {ratios['batched_vs_one_at_a_time']:.1f}x** "
-        "(the baseline, same run). bf16 autocast vs fp32: "
-        + ", ".join(f"{k.removeprefix('bf16_vs_fp32_')} {v:.2f}x" for k, v in ratios.items() if k.startswith("bf16"))
+        "(the baseline, same run). The shared prompt prefix run once for the batch (`sequence_logprobs` default) "
+        f"vs once per row: **{ratios['shared_prefix_vs_per_row']:.2f}x**. bf16 autocast vs fp32: "
+        + ", ".join(f"{k.removeprefix('bf16_vs_fp32_')} {v:.2f}x" for k, v in ratios.items() if k.startswith("bf16_"))
         + ".",
         "",
         "| matmul (torch.matmul) | GFLOP/s |",

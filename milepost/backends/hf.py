@@ -37,6 +37,7 @@ from milepost.backends.logprobs import (
     positions_from_mask,
     process_logits,
     sequence_logprobs,
+    shared_prefix_length,
 )
 from milepost.errors import InputError
 from milepost.types import Completion
@@ -57,8 +58,6 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 # Rows leave the batch (and the KV cache is compacted) once at least this share of it has finished:
 # compacting copies the whole cache, so doing it on every finished row would cost more than it saves.
 _PRUNE_FRACTION = 0.25
-# Shortest prompt prefix shared by every row of a batch that is prefilled once and copied to all rows.
-_MIN_SHARED_PREFIX = 16
 
 
 def _dtype_kwarg() -> str:
@@ -329,7 +328,7 @@ class HFBackend:
 
     def _decode_loop(self, rows: list[_Row], cache: Any) -> None:
         dev = self.device
-        shared = self._shared_prefix(rows)
+        shared = shared_prefix_length([r.prompt_ids for r in rows]) if self.share_prefix else 0
         width = shared + max(len(r.prompt_ids) - shared for r in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -377,21 +376,6 @@ class HFBackend:
             logits = model_forward(
                 self.model, tokens.unsqueeze(-1), mask, last_pos.unsqueeze(-1), cache, logits_to_keep=1
             )[:, -1]
-
-    def _shared_prefix(self, rows: list[_Row]) -> int:
-        """Length of the prompt prefix every row shares (0 when sharing is off, the batch has one row, or the
-        prefix is shorter than ``_MIN_SHARED_PREFIX``), leaving every row at least one token of its own."""
-        if not self.share_prefix or len(rows) < 2:
-            return 0
-        first = rows[0].prompt_ids
-        n = min(len(r.prompt_ids) for r in rows) - 1
-        for row in rows[1:]:
-            ids = row.prompt_ids
-            k = 0
-            while k < n and ids[k] == first[k]:
-                k += 1
-            n = k
-        return n if n >= _MIN_SHARED_PREFIX else 0
 
     def _choose(self, logp: torch.Tensor, temps: torch.Tensor, live: list[_Row]) -> torch.Tensor:
         """Next token per row: argmax for greedy rows, a draw from ``exp(logp)`` for the others.

@@ -132,6 +132,34 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+MIN_SHARED_PREFIX = 16
+"""Shortest prompt prefix shared by every row that is computed once for the batch (shorter ones: per row)."""
+
+
+def shared_prefix_length(prompt_ids: Sequence[Sequence[int]]) -> int:
+    """Length of the prefix every prompt shares, leaving each at least one token of its own; 0 for a single
+    row or a prefix shorter than ``MIN_SHARED_PREFIX``."""
+    if len(prompt_ids) < 2:
+        return 0
+    first = prompt_ids[0]
+    n = min(len(p) for p in prompt_ids) - 1
+    for ids in prompt_ids[1:]:
+        k = 0
+        while k < n and ids[k] == first[k]:
+            k += 1
+        n = k
+    return n if n >= MIN_SHARED_PREFIX else 0
+
+
+def _checkpointing(model: Any) -> bool:
+    """Gradient checkpointing turns the KV cache off in training, so a shared prefix cannot be carried over."""
+    base = _base_model(model)
+    flag = getattr(base, "is_activation_checkpointing", None)  # transformers >= 5; the older name warns there
+    if flag is None:
+        flag = getattr(base, "is_gradient_checkpointing", False)
+    return bool(flag) and model.training
+
+
 def sequence_logprobs(
     model: Any,
     prompt_ids: Sequence[Sequence[int]],
@@ -140,11 +168,14 @@ def sequence_logprobs(
     top_p: PerRow = 1.0,
     top_k: PerRow = 0,
     pad_id: int = 0,
+    share_prefix: bool = True,
 ) -> torch.Tensor:
     """Recompute per-token log-probs of given completions under ``model``, with the sampler's processing.
 
     The rows are laid out as in generation (prompt left-padded to a common end, completion after it), so the
-    positions match the sampler's. Gradients flow when called outside ``torch.no_grad``.
+    positions match the sampler's. Gradients flow when called outside ``torch.no_grad``. With ``share_prefix``
+    the prompt prefix every row shares (an agent's system prompt) is run once and its keys and values copied to
+    every row (the same result; its gradient then sums over the rows through the copy).
 
     Args:
         model: a causal LM (transformers or a PEFT wrapper of one).
@@ -163,23 +194,37 @@ def sequence_logprobs(
         raise ValueError("every prompt needs at least one token")
     device = next(model.parameters()).device
     batch = len(prompt_ids)
-    width_p = max(len(p) for p in prompt_ids)
     width_c = max((len(c) for c in completion_ids), default=0)
     if width_c == 0:
         return torch.zeros(batch, 0, device=device)
+    shared = shared_prefix_length(prompt_ids) if share_prefix and not _checkpointing(model) else 0
+    width_p = shared + max(len(p) - shared for p in prompt_ids)
     ids = torch.full((batch, width_p + width_c), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     comp = torch.full((batch, width_c), pad_id, dtype=torch.long)
     comp_mask = torch.zeros(batch, width_c, dtype=torch.bool)
     for b, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
-        ids[b, width_p - len(p) : width_p] = torch.tensor(p)
+        # The shared prefix first, then left padding, then the rest of the prompt ending at width_p.
+        ids[b, :shared] = torch.tensor(p[:shared], dtype=torch.long)
+        mask[b, :shared] = 1
+        ids[b, width_p - len(p) + shared : width_p] = torch.tensor(p[shared:], dtype=torch.long)
         ids[b, width_p : width_p + len(c)] = torch.tensor(c, dtype=torch.long)
-        mask[b, width_p - len(p) : width_p + len(c)] = 1
+        mask[b, width_p - len(p) + shared : width_p + len(c)] = 1
         comp[b, : len(c)] = torch.tensor(c, dtype=torch.long)
         comp_mask[b, : len(c)] = True
     ids, mask, comp, comp_mask = ids.to(device), mask.to(device), comp.to(device), comp_mask.to(device)
+    positions = positions_from_mask(mask)
+    cache = None
+    if shared:
+        from transformers import DynamicCache  # a plain cache: concatenation keeps the graph for gradients
+
+        cache = DynamicCache(config=_base_model(model).config)
+        model_forward(model, ids[:1, :shared], mask[:1, :shared], positions[:1, :shared], cache, logits_to_keep=1)
+        cache.batch_repeat_interleave(batch)
     # Column width_p - 1 (the last prompt token) predicts the first completion token, and so on.
-    logits = model_forward(model, ids, mask, positions_from_mask(mask), logits_to_keep=width_c + 1)[:, :-1]
+    logits = model_forward(
+        model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=width_c + 1
+    )[:, :-1]
     logp = process_logits(logits, temperature, top_p, top_k)  # (B, C, V)
     token_logp = logp.gather(-1, comp.unsqueeze(-1)).squeeze(-1)  # (B, C)
     return token_logp.masked_fill(~comp_mask, 0.0)

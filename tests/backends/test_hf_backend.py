@@ -11,7 +11,7 @@ import torch
 
 from milepost.backends.base import GenerationRequest, ModelLoadError, SamplingParams
 from milepost.backends.hf import HFBackend, render_prompt
-from milepost.backends.logprobs import sequence_logprobs
+from milepost.backends.logprobs import sequence_logprobs, shared_prefix_length
 from milepost.envs import make_env
 
 PROMPTS = ["Solve", "value(3, r1c2)", "ACTION: value(1, r2c2)\nREASON: box 1 is nearly done, so fill it"]
@@ -51,11 +51,9 @@ def test_batched_greedy_equals_one_at_a_time(backend: HFBackend) -> None:
 
 def test_shared_prefix_prefill_gives_the_same_answers(backend: HFBackend, tiny_model_dir: Path) -> None:
     """Prefilling the prefix all rows share once (the default) changes no token and no log-probability."""
-    import os
-
     prompts = [sudoku_prompt(s) for s in range(5)] + [sudoku_prompt(0)]  # the goal text is shared; one repeat
     ids = [backend.tokenizer(p)["input_ids"] for p in prompts]
-    assert len(os.path.commonprefix(ids)) >= 16  # the shared-prefix path is the one taken
+    assert shared_prefix_length(ids) >= 16  # the shared-prefix path is the one taken
     params = [greedy(10, logprobs=True), SamplingParams(temperature=1.0, max_new_tokens=10, seed=3)] * 3
     requests = [GenerationRequest(prompt=p, params=q) for p, q in zip(prompts, params)]
     plain = HFBackend(tiny_model_dir, share_prefix=False)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from milepost.backends.logprobs import process_logits
+from milepost.backends.logprobs import MIN_SHARED_PREFIX, process_logits, sequence_logprobs, shared_prefix_length
 
 
 def test_temperature_scales_then_normalises() -> None:
@@ -74,3 +76,38 @@ def test_gradient_flows_through_kept_tokens() -> None:
 def test_low_precision_logits_are_processed_in_float32(dtype: torch.dtype) -> None:
     got = process_logits(torch.randn(2, 9).to(dtype), 0.8)
     assert got.dtype == torch.float32
+
+
+def _grads(model: Any) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
+def test_shared_prefix_gives_the_same_logprobs_and_gradients(tiny_model_dir: Path) -> None:
+    """Running the prefix every prompt shares once, then copying its keys and values to every row, changes
+    neither the log-probs nor the gradients (which then sum over the rows through the copy)."""
+    from milepost.backends.hf import HFBackend
+
+    backend = HFBackend(tiny_model_dir)
+    model = backend.model
+    model.train()
+    system = backend.tokenizer("Solve this 4x4 Sudoku: fill every empty cell so that each row holds 1-4.")["input_ids"]
+    prompts = [system + backend.tokenizer(f"r{i}c{i % 3 + 1}: {i}" * (i + 1))["input_ids"] for i in range(5)]
+    completions = [backend.tokenizer(f"value(r1c{i % 4 + 1}, {i % 4 + 1})")["input_ids"][: 3 + i] for i in range(5)]
+    assert shared_prefix_length(prompts) >= MIN_SHARED_PREFIX
+    out = {}
+    for share in (False, True):
+        model.zero_grad()
+        logp = sequence_logprobs(model, prompts, completions, 0.8, pad_id=backend.pad_id, share_prefix=share)
+        logp.sum().backward()
+        out[share] = (logp.detach(), _grads(model))
+    assert torch.allclose(out[True][0], out[False][0], atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(out[True][1], out[False][1], strict=True))
+    model.eval()
+
+
+def test_shared_prefix_length_leaves_each_row_a_token() -> None:
+    same = [list(range(40))] * 3
+    assert shared_prefix_length(same) == 39
+    assert shared_prefix_length([list(range(40))]) == 0  # one row: nothing to share
+    assert shared_prefix_length([list(range(40)), [*range(10), 99, *range(30)]]) == 0  # under the minimum
+    assert shared_prefix_length([list(range(40)), [*range(20), 99]]) == 20
