@@ -222,9 +222,9 @@ def sequence_logprobs(
         model_forward(model, ids[:1, :shared], mask[:1, :shared], positions[:1, :shared], cache, logits_to_keep=1)
         cache.batch_repeat_interleave(batch)
     # Column width_p - 1 (the last prompt token) predicts the first completion token, and so on.
-    logits = model_forward(
-        model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=width_c + 1
-    )[:, :-1]
+    logits = model_forward(model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=width_c + 1)[
+        :, :-1
+    ]
     logp = process_logits(logits, temperature, top_p, top_k)  # (B, C, V)
     token_logp = logp.gather(-1, comp.unsqueeze(-1)).squeeze(-1)  # (B, C)
     return token_logp.masked_fill(~comp_mask, 0.0)
