@@ -1,11 +1,17 @@
-"""Measurement helpers shared by the benchmarks: single-core pinning and best-of-N rates."""
+"""Helpers shared by the benchmarks: single-core pinning, best-of-N rates, writing an experiment's results."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from milepost.io import atomic_write_text
 
 Run = Callable[[], tuple[int, float]]  # returns (items, seconds)
+PlotFn = Callable[[dict[str, Any], Path], None]  # draws a result into a PNG path
 
 
 def pin_one_core() -> str:
@@ -36,3 +42,15 @@ def best_rates(runs: Mapping[str, Run | None], repeats: int) -> dict[str, float 
                 items, seconds = run()
                 best[name] = max(best[name] or 0.0, items / max(seconds, 1e-9))
     return best
+
+
+def write_experiment(
+    out: Path, stem: str, result: dict[str, Any], render: Callable[[dict[str, Any]], str], plot: PlotFn
+) -> str:
+    """``stem.json``, ``stem.png`` and ``stem.md`` under ``out`` (each written atomically); returns the Markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / f"{stem}.json", json.dumps(result, indent=1) + "\n")
+    plot(result, out / f"{stem}.png")
+    text = render(result)
+    atomic_write_text(out / f"{stem}.md", text)
+    return text

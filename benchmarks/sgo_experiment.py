@@ -39,6 +39,10 @@ from typing import Any
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from common import write_experiment
+
 from milepost.agent.loop import AgentSettings
 from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
 from milepost.backends.tiny import build_tiny_model, default_corpus
@@ -390,13 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULTS), help="where sgo.md / sgo.json / sgo.png go")
     args = parser.parse_args(argv)
     args.command = shlex.join(["python", "benchmarks/sgo_experiment.py", *(sys.argv[1:] if argv is None else argv)])
-    result = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sgo.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(result, out / "sgo.png")
-    (out / "sgo.md").write_text(render(result))
-    print((out / "sgo.md").read_text())
+    print(write_experiment(Path(args.out), "sgo", run(args), render, plot))
     return 0
 
 

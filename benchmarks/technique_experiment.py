@@ -64,6 +64,11 @@ from typing import Any
 import torch
 
 import milepost.training.sft as sft_module
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from common import write_experiment
+
 from milepost.agent.loop import AgentSettings
 from milepost.agent.parsing import format_answer
 from milepost.agent.prompts import build_messages
@@ -697,13 +702,7 @@ def main(argv: list[str] | None = None) -> int:
     args.command = shlex.join(sys.argv[1:] if argv is None else argv)
     if args.model_seed is None:
         args.model_seed = args.seed
-    result = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "technique.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(result, out / "technique.png")
-    (out / "technique.md").write_text(render(result))
-    print((out / "technique.md").read_text())
+    print(write_experiment(Path(args.out), "technique", run(args), render, plot))
     return 0
 
 
