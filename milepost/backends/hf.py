@@ -34,7 +34,9 @@ from milepost.backends.base import (
 from milepost.backends.kvcache import make_kv_cache
 from milepost.backends.logprobs import (
     model_forward,
+    pack_prompts,
     positions_from_mask,
+    prefill_shared,
     process_logits,
     sequence_logprobs,
     shared_prefix_length,
@@ -328,23 +330,13 @@ class HFBackend:
 
     def _decode_loop(self, rows: list[_Row], cache: Any) -> None:
         dev = self.device
-        shared = shared_prefix_length([r.prompt_ids for r in rows]) if self.share_prefix else 0
-        width = shared + max(len(r.prompt_ids) - shared for r in rows)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for b, row in enumerate(rows):
-            # The shared prefix in the first columns, then left padding, then the rest of the prompt ending in
-            # the last column; position ids from the mask run on across the gap as if it were not there.
-            rest = row.prompt_ids[shared:]
-            ids[b, :shared] = torch.tensor(row.prompt_ids[:shared], dtype=torch.long)
-            mask[b, :shared] = 1
-            ids[b, width - len(rest) :] = torch.tensor(rest, dtype=torch.long)
-            mask[b, width - len(rest) :] = 1
+        prompts = [r.prompt_ids for r in rows]
+        shared = shared_prefix_length(prompts) if self.share_prefix else 0
+        ids, mask, _ = pack_prompts(prompts, shared, self.pad_id)  # every prompt ends in the last column
         ids, mask = ids.to(dev), mask.to(dev)
         positions = positions_from_mask(mask)
         if shared:
-            model_forward(self.model, ids[:1, :shared], mask[:1, :shared], positions[:1, :shared], cache, 1)
-            cache.batch_repeat_interleave(len(rows))
+            prefill_shared(self.model, ids, mask, positions, shared, cache)
         logits = model_forward(self.model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=1)
         logits = logits[:, -1]  # (B, V)
         live = list(rows)  # rows still in the batch, in batch order

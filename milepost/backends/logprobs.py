@@ -151,6 +151,36 @@ def shared_prefix_length(prompt_ids: Sequence[Sequence[int]]) -> int:
     return n if n >= MIN_SHARED_PREFIX else 0
 
 
+def pack_prompts(
+    prompt_ids: Sequence[Sequence[int]], shared: int, pad_id: int, extra: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Rows laid out for one batched forward: the ``shared`` prefix in the first columns, then left padding,
+    then the rest of each prompt ending in column ``width - 1``, then ``extra`` free columns (for completions).
+    Position ids from the mask (``positions_from_mask``) run on across the padding as if it were not there.
+
+    Returns ``(ids, mask, width)``: ``(B, width + extra)`` token ids (``pad_id`` in free places) and attention
+    mask (1 on prompt tokens), and the prompt width.
+    """
+    width = shared + max(len(p) - shared for p in prompt_ids)
+    ids = torch.full((len(prompt_ids), width + extra), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, p in enumerate(prompt_ids):
+        ids[b, :shared] = torch.tensor(p[:shared], dtype=torch.long)
+        ids[b, width - len(p) + shared : width] = torch.tensor(p[shared:], dtype=torch.long)
+        mask[b, :shared] = 1
+        mask[b, width - len(p) + shared : width] = 1
+    return ids, mask, width
+
+
+def prefill_shared(
+    model: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, shared: int, cache: Any
+) -> None:
+    """Run the first ``shared`` columns (the same in every row) for one row into ``cache``, then copy the cache
+    to every row, so the batch's forward over the remaining columns sees the prefix's keys and values."""
+    model_forward(model, ids[:1, :shared], mask[:1, :shared], positions[:1, :shared], cache, logits_to_keep=1)
+    cache.batch_repeat_interleave(ids.shape[0])
+
+
 def _checkpointing(model: Any) -> bool:
     """Gradient checkpointing turns the KV cache off in training, so a shared prefix cannot be carried over."""
     base = _base_model(model)
@@ -198,18 +228,12 @@ def sequence_logprobs(
     if width_c == 0:
         return torch.zeros(batch, 0, device=device)
     shared = shared_prefix_length(prompt_ids) if share_prefix and not _checkpointing(model) else 0
-    width_p = shared + max(len(p) - shared for p in prompt_ids)
-    ids = torch.full((batch, width_p + width_c), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
+    ids, mask, width_p = pack_prompts(prompt_ids, shared, pad_id, extra=width_c)
     comp = torch.full((batch, width_c), pad_id, dtype=torch.long)
     comp_mask = torch.zeros(batch, width_c, dtype=torch.bool)
-    for b, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
-        # The shared prefix first, then left padding, then the rest of the prompt ending at width_p.
-        ids[b, :shared] = torch.tensor(p[:shared], dtype=torch.long)
-        mask[b, :shared] = 1
-        ids[b, width_p - len(p) + shared : width_p] = torch.tensor(p[shared:], dtype=torch.long)
+    for b, c in enumerate(completion_ids):
         ids[b, width_p : width_p + len(c)] = torch.tensor(c, dtype=torch.long)
-        mask[b, width_p - len(p) + shared : width_p + len(c)] = 1
+        mask[b, width_p : width_p + len(c)] = 1
         comp[b, : len(c)] = torch.tensor(c, dtype=torch.long)
         comp_mask[b, : len(c)] = True
     ids, mask, comp, comp_mask = ids.to(device), mask.to(device), comp.to(device), comp_mask.to(device)
@@ -219,8 +243,7 @@ def sequence_logprobs(
         from transformers import DynamicCache  # a plain cache: concatenation keeps the graph for gradients
 
         cache = DynamicCache(config=_base_model(model).config)
-        model_forward(model, ids[:1, :shared], mask[:1, :shared], positions[:1, :shared], cache, logits_to_keep=1)
-        cache.batch_repeat_interleave(batch)
+        prefill_shared(model, ids, mask, positions, shared, cache)
     # Column width_p - 1 (the last prompt token) predicts the first completion token, and so on.
     logits = model_forward(model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=width_c + 1)[
         :, :-1
