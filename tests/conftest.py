@@ -1,11 +1,21 @@
 """Shared fixtures. ``tiny_model_dir``: a randomly initialised tiny Qwen3 model directory, built once per
-session (nothing is downloaded)."""
+session (nothing is downloaded).
+
+Hypothesis explores new random examples on every local run; with ``MILEPOST_CI=1`` (``.ci/run``) it draws the
+same examples every time, so a landing is never decided by a lucky or unlucky draw.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("MILEPOST_CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

@@ -58,11 +58,12 @@ def test_presets_have_about_their_nominal_size(size: str) -> None:
         assert 0.75 * NOMINAL[size] <= count_parameters(model) <= 1.25 * NOMINAL[size], (arch, size)
 
 
-@given(st.text(max_size=200))
+@given(st.text(max_size=200) | st.sampled_from(["<|end|>", "x<|pad|>y", "<|user|>\n", "a<think>b</think>"]))
 @settings(max_examples=200, deadline=None)
 def test_any_unicode_round_trips(tokenizer, text: str) -> None:  # type: ignore[no-untyped-def]
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    # Text that spells a special token ('<|end|>') encodes to it, so decoding keeps special tokens.
+    assert tokenizer.decode(ids, skip_special_tokens=False) == text
     assert tokenizer.unk_token_id is None or tokenizer.unk_token_id not in ids
 
 
