@@ -213,7 +213,7 @@ def run_episodes(
             ep.plan = plan_for(ep)
         return ep
 
-    def finish(ep: LiveEpisode, reason: TerminationReason) -> None:
+    def finish(ep: LiveEpisode, reason: TerminationReason, error: str | None = None) -> None:
         info = ep.info
         episode = Episode(
             task_id=ep.job.task.task_id,
@@ -235,6 +235,8 @@ def run_episodes(
             },
         )
         episode.meta.update(agent.finish(ep))
+        if error:  # the backend's one-line reason (server, status, attempts): kept so a report can say why
+            episode.meta["error"] = error
         finished.append(episode)
         idle_envs.append(ep.env)
         if on_episode is not None:
@@ -252,7 +254,7 @@ def run_episodes(
             for ep, completion in zip(live, completions, strict=True):
                 reason = _TERMINATIONS.get(completion.finish_reason)
                 if reason is not None:
-                    finish(ep, reason)
+                    finish(ep, reason, completion.error)
                     continue
                 state_key = repr(ep.env.state)
                 obs_before = ep.observation

@@ -239,6 +239,52 @@ def parse_policy_spec(spec: str) -> PolicySpec:
     return PolicySpec(kind, f"{p_text}:{mode}")
 
 
+@dataclass
+class HTTPOptions:
+    """Resilience settings of the ``openai`` backend (``milepost eval --timeout --max-retries --backoff-*``).
+
+    They change how hard a run tries to reach its server, never what the policy answers, so they are not part
+    of a run's identity: a run can be resumed with other values.
+    """
+
+    timeout: float = 120.0
+    """seconds per HTTP request"""
+    max_retries: int = 4
+    """retries after the first attempt (on 408 / 409 / 429 / 5xx, timeouts and connection errors)"""
+    backoff_base: float = 0.5
+    """first retry delay in seconds; doubles per retry, with jitter"""
+    backoff_max: float = 30.0
+    """cap on one retry delay in seconds (also on a server's Retry-After)"""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raises:
+        InputError: naming the first bad value (as its command-line flag).
+        """
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise InputError(f"--timeout must be a number of seconds > 0, got {self.timeout}")
+        if self.max_retries < 0:
+            raise InputError(f"--max-retries must be >= 0, got {self.max_retries}")
+        if not (math.isfinite(self.backoff_base) and self.backoff_base >= 0):
+            raise InputError(f"--backoff-base must be >= 0 seconds, got {self.backoff_base}")
+        if not (math.isfinite(self.backoff_max) and self.backoff_max >= self.backoff_base):
+            raise InputError(f"--backoff-max must be >= --backoff-base ({self.backoff_base}), got {self.backoff_max}")
+
+    def options_for(self, spec: str | PolicySpec) -> dict[str, Any]:
+        """Keyword options for ``make_backend(spec, ...)``: these settings for ``openai``, nothing for others."""
+        parsed = spec if isinstance(spec, PolicySpec) else parse_policy_spec(spec)
+        if parsed.kind != "openai":
+            return {}
+        return {
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "backoff_base": self.backoff_base,
+            "backoff_max": self.backoff_max,
+        }
+
+
 # Factories take the parsed spec plus keyword options and return a Backend. Scripted policies (oracle,
 # noisy-oracle, random) are registered by the agent layer, which owns the episode runner that drives them.
 BACKENDS: Registry[Callable[..., Backend]] = Registry("backend")

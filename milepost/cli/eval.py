@@ -1,11 +1,20 @@
-"""``milepost eval``: play a dataset split with a policy and report success by goal distance."""
+"""``milepost eval``: play a dataset split with a policy and report success by goal distance.
+
+Exit status 0 when every episode was played; 3 when some ended because the backend gave up (infrastructure
+failures: left out of the metrics and counted in the report); rerun the same command with ``--retry-failed``
+to play exactly those again.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+from milepost.backends.base import HTTPOptions
 from milepost.errors import InputError
+
+INFRA_EXIT = 3
 
 
 def _int_list(text: str) -> list[int]:
@@ -52,6 +61,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=64, help="episodes advanced together")
     p.add_argument("--seed", type=int, default=0)
+    http = HTTPOptions()
+    p.add_argument("--timeout", type=float, default=http.timeout, help="openai: seconds per HTTP request")
+    p.add_argument("--max-retries", type=int, default=http.max_retries, help="openai: retries after the first attempt")
+    p.add_argument(
+        "--backoff-base", type=float, default=http.backoff_base, help="openai: first retry delay (s), doubling"
+    )
+    p.add_argument("--backoff-max", type=float, default=http.backoff_max, help="openai: cap on one retry delay (s)")
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="play again the episodes of --out that the backend failed (same seeds), replacing their records",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -90,11 +111,21 @@ def run(args: argparse.Namespace) -> int:
         planner=args.planner,
         judge=args.judge,
         max_replans=args.max_replans,
+        http=HTTPOptions(args.timeout, args.max_retries, args.backoff_base, args.backoff_max),
     )
-    evaluate(spec, args.out, progress=not args.no_progress)
+    result = evaluate(spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed)
     from pathlib import Path
 
     report = (Path(args.out) / "report.md").read_text(encoding="utf-8")
     print(report)
-    print(f"written: {args.out}/metrics.json, report.md, success.png, episodes.jsonl")
+    print(f"written: {args.out}/" + ", ".join(["metrics.json", "report.md", *result["plots"], "episodes.jsonl"]))
+    infra = result["meta"]["infra_failures"]
+    if infra["episodes"]:
+        first = f" (first: {infra['errors'][0]})" if infra["errors"] else ""
+        print(
+            f"milepost: {infra['episodes']} episode(s) failed for infrastructure reasons{first}; "
+            "rerun the same command with --retry-failed to play them again",
+            file=sys.stderr,
+        )
+        return INFRA_EXIT
     return 0

@@ -44,6 +44,16 @@ def ended_stuck(episode: Episode) -> bool:
     return stuck
 
 
+def is_infra_failure(episode: Episode) -> bool:
+    """Whether the run, not the agent, failed: the backend gave up (server down, timeouts after every retry).
+
+    Such episodes say nothing about the policy: metrics leave them out and reports count them apart
+    (``milepost eval --retry-failed`` plays them again). A context overflow stays an agent outcome: the
+    agent's own prompt outgrew the model.
+    """
+    return episode.termination is TerminationReason.BACKEND_ERROR
+
+
 def classify_failure(episode: Episode) -> str | None:
     """The failure kind of ``episode``, or None when it succeeded."""
     if episode.success:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from milepost.evaluation.failures import classify_failure
+from milepost.evaluation.failures import classify_failure, is_infra_failure
 from milepost.types import Episode
 
 
@@ -78,8 +78,8 @@ class LevelMetrics:
     """Everything reported for one level (a column of the paper-style table)."""
 
     level: str
-    tasks: int
-    samples: int  # samples per task (n)
+    tasks: int  # tasks with at least one valid sample
+    samples: int  # valid samples per task (n), the most any task has
     mean_goal_distance: float
     pass_at: dict[str, Estimate]  # "1", "4", ...
     avg: Estimate  # mean success over all samples (avg@n), CI by bootstrap over tasks
@@ -90,6 +90,9 @@ class LevelMetrics:
     subgoal_fraction: float  # mean share of subgoals completed
     terminations: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
+    infra_failures: int = 0  # episodes the backend failed (see failures.is_infra_failure), left out of the above
+    tasks_left_out: int = 0  # tasks with no valid sample at all, left out of every metric
+    pass_left_out: dict[str, int] = field(default_factory=dict)  # k -> tasks with fewer than k valid samples
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,17 +115,26 @@ def level_metrics(
     ceiling: Callable[[str], bool] | None = None,
     seed: int = 0,
 ) -> LevelMetrics:
-    """Metrics of one level's episodes; ``ceiling(task_id)`` says whether the oracle fits the budget."""
+    """Metrics of one level's episodes; ``ceiling(task_id)`` says whether the oracle fits the budget.
+
+    Infrastructure failures (the backend gave up) are left out of every metric and counted apart: pass@k
+    then uses each task's remaining n (tasks with fewer than k valid samples are left out of pass@k and
+    counted in ``pass_left_out``), and a task with no valid sample is left out and counted.
+    """
+    infra = [ep for ep in episodes if is_infra_failure(ep)]
+    episodes = [ep for ep in episodes if not is_infra_failure(ep)]
     by_task: dict[str, list[Episode]] = defaultdict(list)
     for ep in episodes:
         by_task[ep.task_id].append(ep)
     counts = {tid: (len(eps), sum(e.success for e in eps)) for tid, eps in by_task.items()}
-    n_min = min((n for n, _ in counts.values()), default=0)
     pass_at: dict[str, Estimate] = {}
+    pass_left_out: dict[str, int] = {}
     for k in ks:
-        if k > n_min:
+        per_task = [pass_at_k(n, c, k) for n, c in counts.values() if n >= k]
+        if not per_task:
             continue
-        per_task = [pass_at_k(n, c, k) for n, c in counts.values()]
+        if len(per_task) < len(counts):
+            pass_left_out[str(k)] = len(counts) - len(per_task)
         lo, hi = bootstrap_interval(per_task, seed=seed)
         pass_at[str(k)] = Estimate(sum(per_task) / len(per_task), lo, hi)
     rates = [c / n for n, c in counts.values()]
@@ -150,7 +162,7 @@ def level_metrics(
     return LevelMetrics(
         level=level,
         tasks=len(by_task),
-        samples=n_min,
+        samples=max((n for n, _ in counts.values()), default=0),
         mean_goal_distance=sum(e.goal_distance for e in episodes) / len(episodes) if episodes else 0.0,
         pass_at=pass_at,
         avg=Estimate(avg_value, avg_lo, avg_hi),
@@ -161,13 +173,18 @@ def level_metrics(
         subgoal_fraction=sum(subgoal_fraction) / len(subgoal_fraction) if subgoal_fraction else 0.0,
         terminations=dict(terminations),
         failures=dict(failures),
+        infra_failures=len(infra),
+        tasks_left_out=len({ep.task_id for ep in infra} - set(by_task)),
+        pass_left_out=pass_left_out,
     )
 
 
 def success_by_distance(episodes: Sequence[Episode]) -> dict[int, tuple[int, int]]:
-    """Goal distance -> (successes, episodes)."""
+    """Goal distance -> (successes, episodes), infrastructure failures left out."""
     table: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     for ep in episodes:
+        if is_infra_failure(ep):
+            continue
         row = table[ep.goal_distance]
         row[0] += int(ep.success)
         row[1] += 1

@@ -32,6 +32,8 @@ def markdown_table(title: str, levels: Sequence[LevelMetrics], ks: Sequence[int]
     rows.append(["step accuracy (%)"] + [_pct(lv.step_accuracy) for lv in levels])
     rows.append(["subgoals reached (%)"] + [_pct(lv.subgoal_fraction) for lv in levels])
     rows.append(["oracle ceiling (%)"] + [_pct(lv.oracle_ceiling) for lv in levels])
+    if any(lv.infra_failures for lv in levels):
+        rows.append(["infrastructure failures (left out)"] + [str(lv.infra_failures) for lv in levels])
     rows.append(
         ["turns on successes"]
         + [
@@ -91,6 +93,34 @@ def sgo_table(stats: dict[str, dict[str, int]], levels: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def infra_paragraph(infra: dict[str, Any], levels: Sequence[LevelMetrics]) -> list[str]:
+    """Lines saying how many episodes the backend failed and that every metric leaves them out (none: [])."""
+    count = int(infra.get("episodes", 0))
+    if not count:
+        return []
+    per_level = ", ".join(f"{name} {n}" for name, n in infra.get("by_level", {}).items())
+    text = (
+        f"**Infrastructure failures: {count} episode(s)** ({per_level}) ended because the backend gave up "
+        "(server errors or timeouts after every retry). They say nothing about the policy and are left out of "
+        "pass@k, avg@k and every other metric; pass@k uses the samples that remain per task."
+    )
+    left_out = int(infra.get("tasks_left_out", 0))
+    if left_out:
+        text += f" {left_out} task(s) have no valid sample and are left out."
+    short = {k: sum(lv.pass_left_out.get(k, 0) for lv in levels) for lv in levels for k in lv.pass_left_out}
+    if short:
+        text += (
+            " Tasks left out of pass@k for lack of k valid samples: "
+            + ", ".join(f"pass@{k} {n}" for k, n in sorted(short.items(), key=lambda kv: int(kv[0])))
+            + "."
+        )
+    errors = infra.get("errors") or []
+    if errors:
+        text += f" First error: `{errors[0]}`."
+    text += " Rerun them with the same command and `--retry-failed`."
+    return [text, ""]
+
+
 def render_report(
     meta: dict[str, Any],
     levels: Sequence[LevelMetrics],
@@ -98,19 +128,27 @@ def render_report(
     ranges: dict[str, str],
     plot_name: str | None,
     sgo: dict[str, dict[str, int]] | None = None,
+    note: str = "",
 ) -> str:
-    """The whole Markdown report of one evaluation run (with the SGO statistics when ``sgo`` is given)."""
+    """The whole Markdown report of one evaluation run (with the SGO statistics when ``sgo`` is given).
+
+    ``meta["temperature"]`` is shown when present (scripted policies have none); ``meta["infra_failures"]``
+    (see ``runner.infra_summary``) adds a paragraph on the episodes left out; ``note`` ends the header.
+    """
     policy = meta.get("policy", "?")
     label = " (scripted baseline)" if meta.get("scripted") else ""
+    temperature = f"temperature {meta['temperature']}; " if meta.get("temperature") is not None else ""
     parts = [
         f"# Evaluation: {meta.get('env')} / {policy}{label}",
         "",
         f"Data: `{meta.get('data')}` split `{meta.get('split')}`; agent `{meta.get('agent')}`; "
         f"action mode `{meta.get('env_kwargs', {}).get('action_mode', 'atomic')}`; budget H_max = "
-        f"{meta.get('max_steps')}; temperature {meta.get('temperature')}; seed {meta.get('seed')}.",
+        f"{meta.get('max_steps')}; {temperature}seed {meta.get('seed')}.",
         "Intervals are 95% percentile bootstrap intervals over tasks. The oracle ceiling is the share of tasks "
         "whose optimal number of turns fits the budget.",
         "",
+        *infra_paragraph(meta.get("infra_failures") or {}, levels),
+        *([note, ""] if note else []),
         markdown_table(f"Success by goal distance ({policy})", levels, ks, ranges=ranges),
         "### Failure taxonomy (share of episodes)",
         "",

@@ -9,27 +9,32 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from milepost.agent.loop import Agent, AgentSettings, BackendPolicy, Job, run_episodes
-from milepost.backends.base import Backend, make_backend, parse_policy_spec
+from milepost.backends.base import Backend, HTTPOptions, make_backend, parse_policy_spec
 from milepost.backends.scripted import MOVES, scripted_policy
 from milepost.datasets import load_tasks
 from milepost.envs import make_env
 from milepost.envs.levels import levels_for, parse_levels
 from milepost.errors import InputError
+from milepost.evaluation.failures import is_infra_failure
 from milepost.evaluation.metrics import LevelMetrics, level_metrics, success_by_distance
 from milepost.evaluation.plots import plot_success_vs_distance
 from milepost.evaluation.report import render_report
 from milepost.evaluation.tiers import PLOT_NAME as TIER_PLOT
 from milepost.evaluation.tiers import tier_breakdown
-from milepost.io import append_jsonl, atomic_write_json, atomic_write_text, read_jsonl
-from milepost.types import Episode, Task
+from milepost.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
+from milepost.types import Episode, Task, TerminationReason
+
+log = logging.getLogger(__name__)
 
 EPISODES = "episodes.jsonl"
+PLOT = "success.png"
 AGENTS = ("plain", "sgo")
 # EvalSpec fields that only the SGO agent reads: left out of a plain run's identity, so that plain run folders
 # written before they existed still resume.
@@ -58,6 +63,8 @@ class EvalSpec:
     """SGO: optional LLM judge backend spec"""
     max_replans: int = 2
     """SGO: replans per episode at most"""
+    http: HTTPOptions = field(default_factory=HTTPOptions)
+    """openai backends (policy, planner, judge): timeout, retries, backoff; not part of the run's identity"""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -77,6 +84,7 @@ class EvalSpec:
         """The fields that must match for a rerun to resume (batch size and progress do not matter)."""
         data = dataclasses.asdict(self)
         data["settings"].pop("batch_size", None)
+        data.pop("http")
         if self.agent == "plain":
             for key in SGO_FIELDS:
                 data.pop(key)
@@ -113,7 +121,7 @@ def build_policy(spec: EvalSpec) -> Any:
     parsed = parse_policy_spec(spec.policy)
     if parsed.kind in ("oracle", "noisy-oracle", "random"):
         return scripted_policy(parsed)
-    return BackendPolicy(make_backend(parsed), spec.settings)
+    return BackendPolicy(make_backend(parsed, **spec.http.options_for(parsed)), spec.settings)
 
 
 def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
@@ -127,7 +135,7 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
         own = getattr(policy, "backend", None)
         if own is not None and str(parse_policy_spec(spec.policy)) == backend_spec:
             return own
-        return make_backend(backend_spec)
+        return make_backend(backend_spec, **spec.http.options_for(backend_spec))
 
     planner = make_planner(spec.planner, backend_for)
     judge = None
@@ -140,56 +148,102 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
 
 
 def evaluate(
-    spec: EvalSpec, out_dir: str | Path, *, progress: bool = True, policy: Any = None, agent: Agent | None = None
+    spec: EvalSpec,
+    out_dir: str | Path,
+    *,
+    progress: bool = True,
+    policy: Any = None,
+    agent: Agent | None = None,
+    retry_failed: bool = False,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``.
 
     ``policy`` overrides the one ``spec.policy`` names (the trainer evaluates its in-memory model this way;
     ``spec.policy`` is then only the label); ``agent`` likewise overrides the agent ``spec`` describes.
+    ``retry_failed`` plays the episodes the backend failed (infrastructure failures) again, with the same
+    seeds, and replaces their records, so the run ends as if they had not failed.
+
+    Everything is checked (data, levels, flags, policy and agent built) before the first write into
+    ``out_dir``, and ``run.json`` is written with the first episode: a failed start leaves nothing behind.
     """
     out = Path(out_dir)
     tasks = select_tasks(spec)
     size = tasks[0].size
     env_kwargs = {**spec.env_kwargs, "size": size}  # the dataset's board size wins over a config's
     probe = make_env(spec.env, **env_kwargs)
+    if policy is None:
+        parse_policy_spec(spec.policy)
     run_file = out / "run.json"
-    identity = spec.identity()
+    identity = json.loads(json.dumps(spec.identity()))
     if run_file.exists():
         previous = json.loads(run_file.read_text(encoding="utf-8"))
-        if previous != json.loads(json.dumps(identity)):
-            changed = sorted(k for k in identity if previous.get(k) != json.loads(json.dumps(identity[k])))
+        if previous != identity:
+            changed = sorted(k for k in identity if previous.get(k) != identity[k])
             raise InputError(
                 f"{out} holds a run with a different configuration ({', '.join(changed)}); use another --out"
             )
-    else:
-        atomic_write_json(run_file, identity)
-    done: set[tuple[str, int]] = set()
-    if (out / EPISODES).exists():
-        done = {(row["task_id"], row["sample"]) for row in read_jsonl(out / EPISODES)}
+    wanted_ids = {t.task_id for t in tasks}
+    rows = list(read_jsonl(out / EPISODES)) if (out / EPISODES).exists() else []
+
+    def infra_failed(row: dict[str, Any]) -> bool:
+        return row["task_id"] in wanted_ids and row.get("termination") == TerminationReason.BACKEND_ERROR.value
+
+    failed = sum(map(infra_failed, rows)) if retry_failed else 0
+    if failed:
+        rows = [r for r in rows if not infra_failed(r)]
+    done = {(row["task_id"], row["sample"]) for row in rows}
     jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
     if jobs:
         policy = policy if policy is not None else build_policy(spec)
         agent = agent if agent is not None else build_agent(spec, policy)
+        if failed:
+            # Drop the failed records before playing them again: a retry cut short leaves them missing, and
+            # any later run (with or without --retry-failed) plays the missing ones.
+            atomic_write_jsonl(out / EPISODES, rows)
+            log.info("%s: playing %d episodes again that the backend failed", out, failed)
+
+        def record(ep: Episode) -> None:
+            if not run_file.exists():
+                atomic_write_json(run_file, identity)
+            append_jsonl(out / EPISODES, ep.to_dict())
+
         run_episodes(
             lambda: make_env(spec.env, **env_kwargs),
             jobs,
             policy,
             spec.settings,
             seed=spec.seed,
-            on_episode=lambda ep: append_jsonl(out / EPISODES, ep.to_dict()),
+            on_episode=record,
             progress=progress,
             total=len(jobs),
             agent=agent,
         )
-    wanted_ids = {t.task_id for t in tasks}
-    episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)]
+    if not run_file.exists():
+        atomic_write_json(run_file, identity)
+    episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)] if (out / EPISODES).exists() else []
     episodes = [e for e in episodes if e.task_id in wanted_ids and e.sample < spec.n]
     return summarise(spec, tasks, episodes, out, max_steps=probe.max_steps, action_mode=probe.action_mode)
+
+
+def infra_summary(episodes: list[Episode], metrics: list[LevelMetrics]) -> dict[str, Any]:
+    """The infrastructure failures of a run: their count, per level, tasks left out, and the first reasons."""
+    errors: list[str] = []
+    for ep in episodes:
+        text = str(ep.meta.get("error") or "")
+        if is_infra_failure(ep) and text and text not in errors and len(errors) < 3:
+            errors.append(text)
+    return {
+        "episodes": sum(m.infra_failures for m in metrics),
+        "by_level": {m.level: m.infra_failures for m in metrics if m.infra_failures},
+        "tasks_left_out": sum(m.tasks_left_out for m in metrics),
+        "errors": errors,
+    }
 
 
 def summarise(
     spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: Path, *, max_steps: int, action_mode: Any
 ) -> dict[str, Any]:
+    """Metrics, ``metrics.json`` and ``report.md`` first, then the plots: a plot that fails loses nothing."""
     moves = MOVES.get(spec.env)
     fits = {t.task_id: moves.optimal_turns(t, action_mode) <= max_steps for t in tasks}
     by_level: dict[str, list[Episode]] = defaultdict(list)
@@ -201,14 +255,17 @@ def summarise(
     metrics: list[LevelMetrics] = [
         level_metrics(name, by_level[name], spec.ks, ceiling=fits.__getitem__, seed=spec.seed) for name in order
     ]
-    scripted = bool(episodes and episodes[0].meta.get("scripted"))
+    valid = [ep for ep in episodes if not is_infra_failure(ep)]
+    scripted = any(ep.meta.get("scripted") for ep in episodes)
     meta = {
         **spec.identity(),
         "max_steps": max_steps,
-        "temperature": spec.settings.temperature,
         "scripted": scripted,
         "episodes": len(episodes),
+        "infra_failures": infra_summary(episodes, metrics),
     }
+    if not scripted:  # scripted policies do not sample: a temperature would be noise
+        meta["temperature"] = spec.settings.temperature
     by_distance = {str(d): v for d, v in success_by_distance(episodes).items()}
     result: dict[str, Any] = {
         "meta": meta,
@@ -219,23 +276,33 @@ def summarise(
     if spec.agent == "sgo":
         from milepost.planning import summarise_sgo
 
-        sgo = summarise_sgo(episodes)
+        sgo = summarise_sgo(valid)
         result["sgo"] = sgo
     # Success per (level, technique tier) when the tasks mix tiers (the paper's Figure 12); else nothing.
     tiers = tier_breakdown(tasks, episodes, order, spec.ks, ceiling=fits.__getitem__, seed=spec.seed)
     if tiers is not None:
         result["tiers"] = tiers.to_dict()
     atomic_write_json(out / "metrics.json", result)
+
+    def report(plots: bool, note: str = "") -> str:
+        text = render_report(meta, metrics, spec.ks, ranges, PLOT if plots else None, sgo=sgo, note=note)
+        if tiers is not None:
+            text += "\n" + tiers.markdown(spec.ks, ranges, TIER_PLOT if plots else None)
+        return text
+
+    atomic_write_text(out / "report.md", report(plots=True))
     label = spec.policy + (" (scripted baseline)" if scripted else "")
-    plot = plot_success_vs_distance(
-        out / "success.png",
-        {label: (metrics, success_by_distance(episodes))},
-        f"{spec.env}: success against goal distance",
-    )
-    report = render_report(meta, metrics, spec.ks, ranges, plot.name, sgo=sgo)
-    if tiers is not None:
-        tier_plot = tiers.plot(out / TIER_PLOT, f"{spec.env}: success against goal distance by tier")
-        report += "\n" + tiers.markdown(spec.ks, ranges, tier_plot.name)
-    atomic_write_text(out / "report.md", report)
+    try:
+        plot_success_vs_distance(
+            out / PLOT, {label: (metrics, success_by_distance(episodes))}, f"{spec.env}: success against goal distance"
+        )
+        if tiers is not None:
+            tiers.plot(out / TIER_PLOT, f"{spec.env}: success against goal distance by tier")
+    except ImportError as exc:  # matplotlib is a core dependency; a broken install still keeps the results
+        log.warning("%s: plots not written (%s); metrics.json and report.md are", out, exc)
+        atomic_write_text(out / "report.md", report(plots=False, note=f"Plots not written: {exc}."))
+        result["plots"] = []
+    else:
+        result["plots"] = [PLOT] + ([TIER_PLOT] if tiers is not None else [])
     result["table"] = metrics
     return result
