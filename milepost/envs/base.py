@@ -228,6 +228,9 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
             + w.valid * terms["valid"]
             + w.milestone * terms["milestone"]
         )
+        if error is not None:
+            # Rules may quote parts of the answer (a vehicle letter, a number) back: keep the text in the space.
+            error = printable(error)
         obs = rules.render(error) if self.observe else ""
         self._last_obs = obs
         info = self._info(terms, applied, len(pieces) if terms["format"] == 0 else 0, error, correct, new)

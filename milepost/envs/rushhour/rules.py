@@ -14,12 +14,20 @@ from milepost.types import Subgoal, Task
 
 # One vehicle letter, a direction word, an optional cell count. The count is capped at 3 digits so a
 # pathological answer cannot make int() slow; a letter that is not on the board still parses (it is then an
-# invalid action, not a format error), as does a count of 0 or one above what slide mode allows.
-_MOVE = re.compile(r"move\(\s*([A-Za-z])\s*,\s*(up|down|left|right)\s*(?:,\s*(\d{1,3})\s*)?\)\.?", re.IGNORECASE)
+# invalid action, not a format error), as does a count of 0 or one above what slide mode allows. re.ASCII:
+# without it IGNORECASE folds the Kelvin sign into k and dotless i into I, and \d takes other scripts' digits.
+_MOVE = re.compile(
+    r"move\(\s*([A-Za-z])\s*,\s*(up|down|left|right)\s*(?:,\s*(\d{1,3})\s*)?\)\.?", re.IGNORECASE | re.ASCII
+)
 
 
 def parse_move(text: str) -> Move | None:
-    """``move(X, dir)`` or ``move(X, dir, N)`` to a ``Move``; None when the text is neither."""
+    """``move(X, dir)`` or ``move(X, dir, N)`` to a ``Move``; None when the text is neither.
+
+    The grammar is ASCII: any other character, even one that case-folds to an ASCII letter, is a format error.
+    """
+    if not text.isascii():
+        return None
     m = _MOVE.fullmatch(text)
     if m is None:
         return None

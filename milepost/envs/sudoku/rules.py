@@ -14,9 +14,10 @@ from milepost.errors import InputError
 from milepost.types import Subgoal, Task
 
 # Digit-first is the paper's order; cell-first is accepted too. Numbers are capped at 3 digits so a
-# pathological answer cannot make int() slow or raise.
-_DIGIT_FIRST = re.compile(r"value\(\s*(\d{1,3})\s*,\s*r\s*(\d{1,3})\s*c\s*(\d{1,3})\s*\)\.?", re.IGNORECASE)
-_CELL_FIRST = re.compile(r"value\(\s*r\s*(\d{1,3})\s*c\s*(\d{1,3})\s*,\s*(\d{1,3})\s*\)\.?", re.IGNORECASE)
+# pathological answer cannot make int() slow or raise. re.ASCII: without it \d (and int()) take other
+# scripts' digits ("value(r٣c7, ३)") and IGNORECASE folds non-ASCII letters.
+_DIGIT_FIRST = re.compile(r"value\(\s*(\d{1,3})\s*,\s*r\s*(\d{1,3})\s*c\s*(\d{1,3})\s*\)\.?", re.IGNORECASE | re.ASCII)
+_CELL_FIRST = re.compile(r"value\(\s*r\s*(\d{1,3})\s*c\s*(\d{1,3})\s*,\s*(\d{1,3})\s*\)\.?", re.IGNORECASE | re.ASCII)
 
 SUBGOAL_KINDS = ("boxes", "rows", "cols")
 
@@ -27,7 +28,10 @@ def parse_fill(text: str) -> Fill | None:
 
     Out-of-range numbers still parse: they are well-formed actions that the rules then reject as illegal.
     Cached: a board has only n^3 canonical actions, so agents repeat the same strings (``Fill`` is immutable).
+    The grammar is ASCII: any other character is a format error.
     """
+    if not text.isascii():
+        return None
     m = _DIGIT_FIRST.fullmatch(text)
     if m is not None:
         return Fill(int(m[2]) - 1, int(m[3]) - 1, int(m[1]))
