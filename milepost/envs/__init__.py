@@ -1,7 +1,8 @@
-"""Text environments. Importing this package registers them with milepost's registry and with Gymnasium.
+"""Text environments. Importing this package registers them with milepost's registry (short names).
 
-``gymnasium.make("milepost/Sudoku-v0", size=4)`` works once ``milepost.envs`` is imported (or use the
-module-qualified id ``gymnasium.make("milepost.envs:milepost/Sudoku-v0")``).
+``import milepost`` already registers the Gymnasium ids (``milepost.GYMNASIUM_ENVS``), so
+``gymnasium.make("milepost/Sudoku-v0", size=4)`` needs nothing else; ``register_env`` registers an id with
+Gymnasium too when it is not there yet (an environment added outside that table).
 """
 
 from __future__ import annotations
