@@ -1,13 +1,20 @@
 """Put runs side by side from their saved metrics: a Table 7 style comparison and plots.
 
-A run folder is either an evaluation folder (``metrics.json``) or a training run whose final evaluation
-lives in ``eval/metrics.json``; training runs also contribute their ``metrics.jsonl`` learning curves.
+A run folder is an evaluation folder (``metrics.json``), or a training run (``config.yaml`` and
+``metrics.jsonl``) whose evaluation, when it has one, lives in ``eval/metrics.json``. Training logs contribute
+learning curves (RL: rollout success per iteration; SFT: loss per step), so training runs without an
+evaluation are compared by their curves, with a note saying how to evaluate them.
+
+Runs of different environments, board sizes or level sets are still put side by side, with a warning in the
+report (and in ``Comparison.warnings`` for the command line).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +22,63 @@ from milepost.errors import InputError
 from milepost.evaluation.metrics import Estimate, LevelMetrics
 from milepost.io import read_jsonl
 
+log = logging.getLogger(__name__)
 
-def find_metrics(run: str | Path) -> Path:
+# Training-log curves: (metric key, x key, plot file, y label, scale to percent).
+CURVES = (
+    ("rollout/success", "iteration", "training.png", "rollout success (%)", True),
+    ("train/sft_loss", "step", "sft_loss.png", "SFT loss", False),
+)
+SMOOTH = 5
+
+
+@dataclass
+class Run:
+    """What one run folder holds for a comparison."""
+
+    label: str
+    folder: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+    levels: list[LevelMetrics] | None = None  # None: no evaluation
+    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # metric -> (x, y), raw
+    config: dict[str, Any] = field(default_factory=dict)  # a training run's config.yaml
+
+    @property
+    def env(self) -> str | None:
+        return self.meta.get("env") or (self.config.get("env") or {}).get("name")
+
+    @property
+    def size(self) -> int | None:
+        size = self.meta.get("size") or (self.meta.get("env_kwargs") or {}).get("size")
+        return size or (self.config.get("env") or {}).get("size")
+
+    def missing_eval_note(self) -> str:
+        """One line: this run has no evaluation, and the command that makes one."""
+        env = self.env or "ENV"
+        data = self.config.get("data") or "DATA"
+        policy = f"hf:{self.folder / 'final'}"
+        return (
+            f"{self.label}: no evaluation ({self.folder}/eval/metrics.json is missing); evaluate it with "
+            f"`milepost eval --env {env} --data {data} --policy {policy} --out {self.folder / 'eval'}`"
+        )
+
+
+@dataclass
+class Comparison:
+    """The Markdown report, the warnings it contains, and the files written."""
+
+    text: str
+    warnings: list[str]
+    notes: list[str]
+    files: list[Path]
+
+
+def find_metrics(run: str | Path) -> Path | None:
     folder = Path(run)
     for candidate in (folder / "metrics.json", folder / "eval" / "metrics.json"):
         if candidate.is_file():
             return candidate
-    raise InputError(f"{folder}: no metrics.json (nor eval/metrics.json) to compare")
+    return None
 
 
 def load_levels(path: Path) -> tuple[dict[str, Any], list[LevelMetrics]]:
@@ -35,12 +92,45 @@ def load_levels(path: Path) -> tuple[dict[str, Any], list[LevelMetrics]]:
     return data.get("meta", {}), levels
 
 
+def load_run(label: str, run: str | Path) -> Run:
+    """Read a run folder's evaluation, training log and config (whichever it has).
+
+    Raises:
+        InputError: when the folder has neither an evaluation nor a training log.
+    """
+    folder = Path(run)
+    out = Run(label, folder)
+    metrics = find_metrics(folder)
+    if metrics is not None:
+        out.meta, out.levels = load_levels(metrics)
+    log_file = folder / "metrics.jsonl"
+    if log_file.is_file():
+        rows = list(read_jsonl(log_file))
+        for key, x_key, *_ in CURVES:
+            points = [(int(r[x_key]), float(r[key])) for r in rows if x_key in r and key in r]
+            if points:
+                out.curves[key] = points
+    config = folder / "config.yaml"
+    if config.is_file():
+        import yaml
+
+        loaded = yaml.safe_load(config.read_text(encoding="utf-8"))
+        out.config = loaded if isinstance(loaded, dict) else {}
+    if out.levels is None and not out.curves:
+        raise InputError(
+            f"{folder}: nothing to compare: no evaluation (metrics.json, eval/metrics.json) and no training log "
+            "(metrics.jsonl)"
+        )
+    return out
+
+
 def comparison_table(
     runs: Sequence[tuple[str, list[LevelMetrics]]],
     ks: Sequence[int],
     reference: dict[str, dict[str, float]] | None = None,
 ) -> str:
-    """Rows: run x metric (pass@k, avg@n); columns: levels. ``reference`` adds rows such as the paper's."""
+    """Rows: run x metric (pass@k, avg@n); columns: levels; "-" where a run lacks a value. ``reference``
+    adds rows such as the paper's."""
     names: list[str] = []
     for _, levels in runs:
         for lv in levels:
@@ -67,7 +157,56 @@ def comparison_table(
     return "\n".join(lines) + "\n"
 
 
-def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], ylabel: str, title: str) -> Path:
+def all_ks(runs: Sequence[Run]) -> list[int]:
+    """The union of the pass@k values the runs report, ascending."""
+    ks = {int(k) for run in runs for lv in run.levels or [] for k in lv.pass_at}
+    return sorted(ks)
+
+
+def mismatch_warnings(runs: Sequence[Run]) -> list[str]:
+    """One line per property on which the runs differ: environment, board size, level set."""
+
+    def differs(name: str, values: dict[str, Any]) -> str | None:
+        known = {label: v for label, v in values.items() if v is not None}
+        if len(set(map(str, known.values()))) <= 1:
+            return None
+        listed = ", ".join(f"{label}: {v}" for label, v in known.items())
+        return f"the runs differ in {name} ({listed}): their rows are not comparable"
+
+    level_sets = {r.label: ",".join(lv.level for lv in r.levels) if r.levels else None for r in runs}
+    checks = [
+        differs("environment", {r.label: r.env for r in runs}),
+        differs("board size", {r.label: r.size for r in runs}),
+        differs("levels", level_sets),
+    ]
+    return [w for w in checks if w is not None]
+
+
+def training_table(runs: Sequence[Run]) -> str:
+    """Per run and logged curve: points, first, last and best value (each a 5-point running mean)."""
+    lines = ["| run | curve | points | first | last | best |", "|---|---|---|---|---|---|"]
+    for run in runs:
+        for key, _x, _file, _label, percent in CURVES:
+            points = smooth(run.curves.get(key, []), SMOOTH)
+            if not points:
+                continue
+            ys = [100 * y if percent else y for _, y in points]
+            best = max(ys) if percent else min(ys)
+            fmt = "{:.1f}" if percent else "{:.4f}"
+            row = [run.label, key, str(len(ys)), fmt.format(ys[0]), fmt.format(ys[-1]), fmt.format(best)]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(
+    path: Path,
+    curves: dict[str, list[tuple[int, float]]],
+    ylabel: str,
+    title: str,
+    *,
+    xlabel: str = "iteration",
+    percent: bool = True,
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,8 +216,8 @@ def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], ylabel: 
     for label, points in curves.items():
         if points:
             xs, ys = zip(*points)
-            ax.plot(xs, [100 * y for y in ys], label=label, alpha=0.85)
-    ax.set_xlabel("iteration")
+            ax.plot(xs, [100 * y if percent else y for y in ys], label=label, alpha=0.85)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -98,40 +237,78 @@ def smooth(points: list[tuple[int, float]], window: int = 5) -> list[tuple[int, 
     return out
 
 
-def compare_runs(
+def compare(
     runs: Sequence[str | Path],
     out: str | Path,
     labels: Sequence[str] | None = None,
-    ks: Sequence[int] = (1, 4),
+    ks: Sequence[int] | None = None,
     reference: dict[str, dict[str, float]] | None = None,
-) -> str:
-    """Write ``comparison.md``, ``comparison.png`` and (when runs have training logs) ``training.png``."""
-    from milepost.evaluation.plots import plot_success_vs_distance
-
+) -> Comparison:
+    """Write ``comparison.md`` first, then ``comparison.png`` (runs with an evaluation) and the training-curve
+    plots (runs with a training log); ``ks`` None shows the union of the runs' pass@k values."""
     out_dir = Path(out)
     if not runs:
         raise InputError("compare: give at least one run folder")
     labels = list(labels) if labels else [Path(r).name for r in runs]
     if len(labels) != len(runs):
-        raise InputError("compare: one label per run")
-    loaded = []
-    curves: dict[str, list[tuple[int, float]]] = {}
-    for label, run in zip(labels, runs):
-        _, levels = load_levels(find_metrics(run))
-        loaded.append((label, levels))
-        log = Path(run) / "metrics.jsonl"
-        if log.is_file():
-            pts = [(int(r["iteration"]), float(r["rollout/success"])) for r in read_jsonl(log) if "iteration" in r]
-            curves[label] = smooth(pts)
-    table = comparison_table(loaded, ks, reference)
-    plot = plot_success_vs_distance(
-        out_dir / "comparison.png", {lab: (lv, {}) for lab, lv in loaded}, "success against goal distance"
-    )
-    parts = ["# Comparison", "", table, f"![comparison]({plot.name})", ""]
-    if curves:
-        plot_curves(out_dir / "training.png", curves, "rollout success (%)", "training curves (5-iteration mean)")
-        parts += ["![training curves](training.png)", ""]
-    text = "\n".join(parts)
+        raise InputError(f"compare: one label per run ({len(runs)} runs, {len(labels)} labels)")
+    loaded = [load_run(label, run) for label, run in zip(labels, runs)]
+    evaluated = [r for r in loaded if r.levels is not None]
+    ks = list(ks) if ks is not None else all_ks(evaluated)
+    warnings = mismatch_warnings(loaded)
+    notes = [r.missing_eval_note() for r in loaded if r.levels is None]
+    parts = ["# Comparison", ""]
+    parts += [f"**Warning:** {w}." for w in warnings] + ([""] if warnings else [])
+    plots: list[tuple[str, str]] = []  # (file, alt text)
+    if evaluated:
+        parts += [comparison_table([(r.label, r.levels or []) for r in evaluated], ks, reference)]
+        plots.append(("comparison.png", "comparison"))
+    parts += [f"- {n}" for n in notes] + ([""] if notes else [])
+    if any(r.curves for r in loaded):
+        parts += ["### Training curves (5-point running mean)", "", training_table(loaded)]
+        plots += [(f, "training curves") for key, _x, f, *_ in CURVES if any(key in r.curves for r in loaded)]
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "comparison.md").write_text(text, encoding="utf-8")
-    return text
+    report = out_dir / "comparison.md"
+
+    def write(with_plots: bool, note: str = "") -> str:
+        text = "\n".join(parts + ([f"![{alt}]({name})" for name, alt in plots] + [""] if with_plots else [note, ""]))
+        report.write_text(text, encoding="utf-8")
+        return text
+
+    text = write(with_plots=True)
+    files = [report]
+    try:
+        files += _plots(out_dir, evaluated, loaded)
+    except ImportError as exc:  # the tables are written: a missing plotting library loses nothing
+        log.warning("compare: plots not written (%s)", exc)
+        text = write(with_plots=False, note=f"Plots not written: {exc}.")
+    return Comparison(text, warnings, notes, files)
+
+
+def _plots(out_dir: Path, evaluated: Sequence[Run], loaded: Sequence[Run]) -> list[Path]:
+    from milepost.evaluation.plots import plot_success_vs_distance
+
+    files = []
+    if evaluated:
+        series = {r.label: (r.levels or [], {}) for r in evaluated}
+        files.append(plot_success_vs_distance(out_dir / "comparison.png", series, "success against goal distance"))
+    for key, x_key, name, ylabel, percent in CURVES:
+        curves = {r.label: smooth(r.curves[key], SMOOTH) for r in loaded if key in r.curves}
+        if curves:
+            title = f"training curves ({SMOOTH}-point running mean)"
+            files.append(plot_curves(out_dir / name, curves, ylabel, title, xlabel=x_key, percent=percent))
+    return files
+
+
+def compare_runs(
+    runs: Sequence[str | Path],
+    out: str | Path,
+    labels: Sequence[str] | None = None,
+    ks: Sequence[int] | None = None,
+    reference: dict[str, dict[str, float]] | None = None,
+) -> str:
+    """:func:`compare`, returning the Markdown text; its warnings go to the log."""
+    result = compare(runs, out, labels, ks, reference)
+    for warning in result.warnings:
+        log.warning("compare: %s", warning)
+    return result.text

@@ -259,6 +259,7 @@ def summarise(
     scripted = any(ep.meta.get("scripted") for ep in episodes)
     meta = {
         **spec.identity(),
+        "size": tasks[0].size,
         "max_steps": max_steps,
         "scripted": scripted,
         "episodes": len(episodes),
