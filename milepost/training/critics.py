@@ -188,12 +188,13 @@ class ReplayBuffer:
         order = order[:n]
         return [[items[i] for i in order[j : j + batch_size]] for j in range(0, n, batch_size)]
 
-    def state_dict(self) -> list[CriticSample]:
-        return list(self.items)
+    def state_dict(self) -> list[dict[str, Any]]:
+        # Plain dicts, not the dataclass: a checkpoint holds only tensors and JSON values (nothing to unpickle).
+        return [vars(sample).copy() for sample in self.items]
 
-    def load_state_dict(self, items: list[CriticSample]) -> None:
+    def load_state_dict(self, items: list[dict[str, Any]]) -> None:
         self.items.clear()
-        self.items.extend(items)
+        self.items.extend(CriticSample(**item) for item in items)
 
 
 def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
