@@ -290,7 +290,8 @@ def _plots(out_dir: Path, evaluated: Sequence[Run], loaded: Sequence[Run]) -> li
 
     files = []
     if evaluated:
-        series = {r.label: (r.levels or [], {}) for r in evaluated}
+        no_dots: dict[int, tuple[int, int]] = {}
+        series = {r.label: (r.levels or [], no_dots) for r in evaluated}
         files.append(plot_success_vs_distance(out_dir / "comparison.png", series, "success against goal distance"))
     for key, x_key, name, ylabel, percent in CURVES:
         curves = {r.label: smooth(r.curves[key], SMOOTH) for r in loaded if key in r.curves}
