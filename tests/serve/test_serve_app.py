@@ -111,14 +111,28 @@ def test_http_generation_equals_in_process(remote: OpenAIBackend, local: HFBacke
 
 
 def test_auth_is_required(server: BackgroundServer) -> None:
-    for key in ("wrong", ""):
-        with (
-            openai.OpenAI(base_url=server.base_url, api_key=key or "x", max_retries=0) as c,
-            pytest.raises(openai.AuthenticationError),
-        ):
-            c.models.list()
+    with (
+        openai.OpenAI(base_url=server.base_url, api_key="wrong", max_retries=0) as c,
+        pytest.raises(openai.AuthenticationError),
+    ):
+        c.models.list()
     r = httpx.post(f"{server.base_url}/completions", json={"prompt": "x"})
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+    refused = {
+        "empty key": "Bearer",  # h11 will not send the trailing space of "Bearer "
+        "prefix of the key": f"Bearer {KEY[:-1]}",
+        "first character": f"Bearer {KEY[0]}",
+        "key plus a suffix": f"Bearer {KEY}4",
+        "wrong scheme": f"Basic {KEY}",
+        "no scheme": KEY,
+        "empty header": "",
+    }
+    for case, header in refused.items():
+        r = httpx.get(f"{server.base_url}/models", headers={"Authorization": header})
+        assert r.status_code == 401, case
+        assert r.json()["error"]["code"] == "invalid_api_key", case
+    for header in (f"Bearer {KEY}", f"bearer {KEY}"):  # the scheme is case-insensitive (RFC 7235)
+        assert httpx.get(f"{server.base_url}/models", headers={"Authorization": header}).status_code == 200
 
 
 def test_limits_and_bad_params(client: openai.OpenAI, server: BackgroundServer) -> None:
