@@ -28,9 +28,11 @@ MOVES: Registry[ModuleType] = Registry("scripted move source")
 def _register_moves() -> None:
     from milepost.envs.rushhour import moves as rushhour_moves
     from milepost.envs.sudoku import moves as sudoku_moves
+    from milepost.envs.webshop import moves as webshop_moves
 
     MOVES.register("sudoku", sudoku_moves)
     MOVES.register("rushhour", rushhour_moves)
+    MOVES.register("webshop", webshop_moves)
 
 
 _register_moves()

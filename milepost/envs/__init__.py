@@ -36,3 +36,6 @@ register_env("sudoku", "milepost/Sudoku-v0", SudokuEnv)
 from milepost.envs.rushhour import RushHourEnv  # noqa: E402
 
 register_env("rushhour", "milepost/RushHour-v0", RushHourEnv)
+from milepost.envs.webshop import WebShopEnv  # noqa: E402
+
+register_env("webshop", "milepost/WebShop-v0", WebShopEnv)

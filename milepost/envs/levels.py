@@ -19,7 +19,7 @@ class Level:
     name: str
     lo: int
     hi: int
-    measure: str  # "empty_cells" | "min_moves"
+    measure: str  # "empty_cells" | "min_moves" | "goal_distance"
 
     def contains(self, value: int) -> bool:
         return self.lo <= value <= self.hi
@@ -33,6 +33,10 @@ def _rush(lo: int, hi: int, width: int) -> tuple[Level, ...]:
     return tuple(Level(f"{a}-{a + width - 1}", a, a + width - 1, "min_moves") for a in range(lo, hi + 1, width))
 
 
+def _webshop() -> tuple[Level, ...]:
+    return tuple(Level(f"{a}-{a + 2}", a, a + 2, "goal_distance") for a in range(3, 48, 3))
+
+
 # One table for the whole project. Keys: (env, size).
 LEVELS: dict[tuple[str, int], tuple[Level, ...]] = {
     ("sudoku", 9): _sudoku("L", [(11 + 5 * i, 15 + 5 * i) for i in range(7)]),
@@ -42,6 +46,8 @@ LEVELS: dict[tuple[str, int], tuple[Level, ...]] = {
     ("sudoku", 4): _sudoku("S", [(3 + 2 * i, 4 + 2 * i) for i in range(5)]),
     # The paper's six ranges are 4-6 ... 19-21; the table runs on to Fogleman's maximum of 60 moves.
     ("rushhour", 6): _rush(1, 60, 3),
+    # Web shop: size = items per order; ranges of the goal distance (actions to a successful purchase).
+    **{("webshop", k): _webshop() for k in range(1, 5)},
 }
 
 DEFAULT_LEVELS: dict[tuple[str, int], str] = {
@@ -49,6 +55,10 @@ DEFAULT_LEVELS: dict[tuple[str, int], str] = {
     ("sudoku", 6): "S1-S6",
     ("sudoku", 4): "S1-S5",
     ("rushhour", 6): "4-6,7-9,10-12,13-15,16-18,19-21",
+    ("webshop", 1): "3-5,6-8",
+    ("webshop", 2): "6-8,9-11",
+    ("webshop", 3): "9-11,12-14,15-17",
+    ("webshop", 4): "12-14,15-17,18-20",
 }
 
 

@@ -1,0 +1,116 @@
+"""The web-shop text environment: ``milepost/WebShop-v0`` in Gymnasium, ``webshop`` in milepost."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from milepost.config import RewardWeights
+from milepost.envs.actions import ActionMode
+from milepost.envs.base import TextEnv
+from milepost.envs.levels import DEFAULT_LEVELS, get_level
+from milepost.envs.webshop.render import RENDER_MODES
+from milepost.envs.webshop.rules import WebShopRules
+from milepost.envs.webshop.state import MAX_ITEMS, Action
+from milepost.envs.webshop.tasks import DEFAULT_CATALOGUE_SEED, DEFAULT_CATALOGUE_SIZE, generate_task
+from milepost.errors import InputError
+from milepost.types import StepInfo, Task
+
+# Turns per item ordered: WebShop's episodes allow 15 actions for one item.
+BUDGET_PER_ITEM = 15
+_SAMPLE_TRIES = 2000
+
+
+class WebShopEnv(TextEnv[Any, Action]):
+    """The generated web shop as a Gymnasium text environment.
+
+    A purchase ends the episode: ``terminated`` with ``solved`` when it is exactly the order, else ``dead_end``
+    with WebShop's partial credit as the ``outcome`` term (a cart line no item wants is a dead end too, since
+    lines cannot be removed). ``truncated`` = the budget H_max ran out.
+
+    Args:
+        size: items per order (1-4).
+        level: goal-distance range used when ``reset`` gets no task (default: the first default level of size).
+        max_steps: H_max (default 15 per item).
+        action_mode: ``atomic`` | ``flexible`` (up to ``macro_k``) | ``fixed`` (``macro_n``).
+        render: ``text`` (WebShop's text mode) | ``text_rich``; ``grid`` (the config default) means ``text``.
+        catalogue_seed, catalogue_size: the catalogue that generated tasks use.
+        reward_weights, observe, render_mode: as for every text environment.
+        wrong_fill, allow_overwrite, subgoals: Sudoku settings that ``EnvConfig.env_kwargs`` passes to every
+            environment; accepted and ignored.
+    """
+
+    def __init__(
+        self,
+        size: int = 1,
+        level: str | None = None,
+        max_steps: int | None = None,
+        action_mode: str = "atomic",
+        macro_k: int | None = None,
+        macro_n: int | None = None,
+        render: str = "text",
+        catalogue_seed: int = DEFAULT_CATALOGUE_SEED,
+        catalogue_size: int = DEFAULT_CATALOGUE_SIZE,
+        reward_weights: RewardWeights | dict[str, float] | None = None,
+        observe: bool = True,
+        render_mode: str | None = None,
+        wrong_fill: str = "dead_end",
+        allow_overwrite: bool = False,
+        subgoals: Sequence[str] = ("boxes",),
+    ) -> None:
+        if not 1 <= size <= MAX_ITEMS:
+            raise InputError(f"webshop: size is the number of items per order, 1-{MAX_ITEMS}, not {size}")
+        render = "text" if render == "grid" else render
+        if render not in RENDER_MODES:
+            raise InputError(f"webshop: unknown renderer {render!r} (known: {', '.join(RENDER_MODES)})")
+        if action_mode not in ("atomic", "flexible", "fixed"):
+            raise InputError(f"webshop: action_mode must be atomic, flexible or fixed, not {action_mode!r}")
+        if action_mode == "fixed" and (macro_n is None or macro_n < 1):
+            raise InputError("webshop: fixed action mode needs macro_n >= 1")
+        if macro_k is not None and (action_mode != "flexible" or macro_k < 1):
+            raise InputError("webshop: macro_k >= 1 goes with action_mode=flexible")
+        self.size = size
+        default = DEFAULT_LEVELS[("webshop", size)].split(",")[0]
+        self.level = get_level("webshop", size, level or default)
+        self.catalogue_seed = catalogue_seed
+        self.catalogue_size = catalogue_size
+        self.render_name = render
+        mode = ActionMode(action_mode, macro_k, macro_n)
+
+        def make_rules(task: Task) -> WebShopRules:
+            if task.env != "webshop":
+                raise InputError(f"task {task.task_id} is a {task.env} task, not webshop")
+            return WebShopRules(task, action_mode=mode, render=render)
+
+        super().__init__(
+            make_rules,
+            self.sample_task,
+            max_steps=max_steps if max_steps is not None else BUDGET_PER_ITEM * size,
+            action_mode=mode,
+            reward_weights=reward_weights,
+            observe=observe,
+            render_mode=render_mode,
+        )
+
+    def sample_task(self, seed: int) -> Task:
+        """A generated task of the env's level and size, deterministic in ``seed``."""
+        for index in range(_SAMPLE_TRIES):
+            task = generate_task(
+                seed, index, self.size, catalogue_seed=self.catalogue_seed, catalogue_size=self.catalogue_size
+            )
+            if task is not None and self.level.contains(task.goal_distance):
+                task.level = self.level.name
+                task.task_id = f"webshop-{self.level.name}-{seed}-{index}"
+                return task
+        raise InputError(f"webshop: no task of level {self.level.name} found in {_SAMPLE_TRIES} draws")
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:  # type: ignore[override]
+        obs, reward, terminated, truncated, info = super().step(action)
+        rules = self.rules
+        assert isinstance(rules, WebShopRules)
+        if terminated and not info["solved"]:
+            # A wrong purchase earns WebShop's partial credit; the composer sees it as the outcome term.
+            credit = rules.state.outcome()
+            info["reward_terms"]["outcome"] = credit
+            reward += self.weights.outcome * credit
+        return obs, reward, terminated, truncated, info

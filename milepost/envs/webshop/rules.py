@@ -1,0 +1,182 @@
+"""Web-shop rules for the text layer: WebShop's grammar, legality, latched subgoals, distances and the goal text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from milepost.envs.actions import ActionMode
+from milepost.envs.webshop.distance import DistanceModel
+from milepost.envs.webshop.goal import Requirement, get_shop
+from milepost.envs.webshop.render import render_text
+from milepost.envs.webshop.state import ADD, BUY, CHECKOUT, ITEM, TAB, Action, Order, ShopState, parse_action
+from milepost.errors import InputError
+from milepost.types import Subgoal, Task
+
+SUBGOAL_KINDS = ("search", "open", "options", "cart")
+
+
+def order_of(task: Task) -> Order:
+    """The shop and items of a web-shop task's payload.
+
+    Raises:
+        InputError: a payload without the catalogue fields or items, or naming a product the catalogue lacks.
+    """
+    payload = task.payload if isinstance(task.payload, dict) else {}
+    try:
+        seed, size, items = int(payload["catalogue_seed"]), int(payload["catalogue_size"]), payload["items"]
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"task {task.task_id}: payload needs catalogue_seed, catalogue_size and items") from None
+    if not isinstance(items, list) or not items:
+        raise InputError(f"task {task.task_id}: payload items must be a non-empty list")
+    reqs = tuple(Requirement.from_dict(item) for item in items)
+    shop = get_shop(seed, size)
+    for req in reqs:
+        if req.product_id not in shop.catalogue.by_id:
+            raise InputError(f"task {task.task_id}: product {req.product_id} is not in catalogue {seed}/{size}")
+    return Order(shop, reqs)
+
+
+def _searched(target: int) -> Callable[[ShopState], bool]:
+    return lambda s: target in s.results
+
+
+def _opened(target: int) -> Callable[[ShopState], bool]:
+    return lambda s: s.page in (ITEM, TAB) and s.product == target
+
+
+def _options_set(target: int, req: Requirement) -> Callable[[ShopState], bool]:
+    def check(s: ShopState) -> bool:
+        if s.page not in (ITEM, TAB) or s.product != target:
+            return False
+        chosen = dict(zip(s.open_product().dims, s.selection))
+        return all(chosen.get(dim) == value for dim, value in req.options)
+
+    return check
+
+
+def _in_cart(i: int) -> Callable[[ShopState], bool]:
+    return lambda s: s.satisfied()[i]
+
+
+def make_subgoals(order: Order, model: DistanceModel) -> tuple[list[Subgoal], dict[str, list[int]]]:
+    """Per item: a search whose results hold the target, the target's page opened, its options set (items with
+    options), the item in the cart (or bought); then the purchase. Returns the subgoals and, per subgoal kind,
+    their indices (which subgoals an action of that kind can complete)."""
+    goals: list[Subgoal] = []
+    kinds: dict[str, list[int]] = {k: [] for k in (*SUBGOAL_KINDS, "checkout")}
+    products = order.shop.catalogue.products
+    for i, (req, target) in enumerate(zip(order.items, order.targets)):
+        n = i + 1
+        pid = products[target].pid
+        first = len(goals)
+        specs: list[tuple[str, str, str, int, Callable[[ShopState], bool]]] = [
+            ("search", f"Search so that the results list item {n} ({req.ptype}, {pid})",
+             f"the results of the last search contain {pid}", 1, _searched(target)),
+            ("open", f"Open the page of item {n} ({pid})", f"the product page of {pid} is open",
+             model.best_page[i] + 1, _opened(target)),
+        ]  # fmt: skip
+        if req.options:
+            wanted = ", ".join(f"{d}: {v}" for d, v in req.options)
+            specs.append(
+                ("options", f"Select the options of item {n} ({wanted})", f"on the page of {pid}, {wanted} selected",
+                 len(req.options), _options_set(target, req))
+            )  # fmt: skip
+        specs.append(("cart", f"Put item {n} ({pid}) in the cart", f"a cart line is {pid} with {req.phrase()}", 1,
+                      _in_cart(i)))  # fmt: skip
+        for kind, description, criteria, steps, predicate in specs:
+            kinds[kind].append(len(goals))
+            goals.append(
+                Subgoal(
+                    index=len(goals),
+                    description=description,
+                    success_criteria=criteria,
+                    preconditions=list(range(first, len(goals))),
+                    estimated_steps=max(steps, 1),
+                    predicate=predicate,
+                )
+            )
+    kinds["checkout"].append(len(goals))
+    goals.append(
+        Subgoal(
+            index=len(goals),
+            description="Check out: buy exactly the ordered items",
+            success_criteria="the purchase is one right line per item and nothing else",
+            preconditions=list(range(len(goals))),
+            estimated_steps=1,
+            predicate=lambda s: s.is_solved(),
+        )
+    )
+    return goals, kinds
+
+
+class WebShopRules:
+    """The per-task rules object that ``TextEnv`` composes (see ``milepost.envs.base.Rules``)."""
+
+    def __init__(self, task: Task, *, action_mode: ActionMode, render: str = "text") -> None:
+        self.task = task
+        self.order = order_of(task)
+        self.action_mode = action_mode
+        self.render_mode = render
+        self.state = ShopState(self.order)
+        self.model = DistanceModel(self.order)
+        self.goal_distance = self.model.goal_distance()
+        self._distance: int | None = self.goal_distance
+        self.subgoals, self._kinds = make_subgoals(self.order, self.model)
+
+    # -- Rules protocol ------------------------------------------------------------------------------------
+
+    def parse(self, piece: str) -> Action | None:
+        return parse_action(piece)
+
+    def check(self, action: Action) -> str | None:
+        return self.state.why_illegal(action)
+
+    def apply(self, action: Action) -> bool:
+        before = self._distance
+        self.state.apply(action)
+        self._distance = self.model.remaining(self.state)
+        return before is not None and self._distance is not None and self._distance < before
+
+    def is_solved(self) -> bool:
+        return self.state.is_solved()
+
+    def is_dead(self) -> bool:
+        return self._distance is None
+
+    def remaining_distance(self) -> int | None:
+        return self._distance
+
+    def touched_subgoals(self, action: Action) -> list[int]:
+        kinds = self._kinds
+        if action.kind == "search":
+            return kinds["search"]
+        value = action.value.lower()
+        if value in (ADD.lower(), BUY.lower(), CHECKOUT.lower()):
+            return kinds["cart"] + kinds["checkout"]
+        return kinds["open"] + kinds["options"]
+
+    def format_action(self, action: Action) -> str:
+        return action.text()
+
+    def render(self, feedback: str | None) -> str:
+        page = render_text(self.state, self.render_mode)
+        return page if feedback is None else f"{page}\nLast action rejected: {feedback}"
+
+    def goal_text(self) -> str:
+        mode = self.action_mode
+        if mode.kind == "atomic":
+            how = "Give exactly one action per turn."
+        elif mode.kind == "fixed":
+            how = f"Give exactly {mode.n} actions per turn, separated by ';'; they are applied in order."
+        elif mode.k is None:
+            how = "Give one or more actions per turn, separated by ';'; they are applied in order."
+        else:
+            how = f"Give between 1 and {mode.k} actions per turn, separated by ';'; they are applied in order."
+        return (
+            f"You are shopping in a web store. Instruction: {self.order.instruction()}. Actions: search[QUERY] on "
+            "the search page; click[VALUE] where VALUE is a clickable of the current page (a product id, an option "
+            "value, Next >, < Prev, Back to Search, Description, Features, Reviews, Add to Cart, Buy Now, "
+            "Checkout). Add to Cart adds the open product with the selected options and returns to the search "
+            "page; Buy Now buys the cart plus the open product and ends the episode; Checkout (search page) buys "
+            f"the cart. A cart line cannot be removed. {how}"
+        )

@@ -1,0 +1,284 @@
+"""The shop's game state: pages, WebShop's action grammar, the cart and the purchase.
+
+Pages (WebShop's, plus a cart): ``search`` (the search box; ``Checkout`` once the cart holds something),
+``results`` (10 per page, ``< Prev`` / ``Next >`` / ``Back to Search``, product ids), ``item`` (option values,
+the ``Description`` / ``Features`` / ``Reviews`` tabs, ``Add to Cart``, ``Buy Now``, ``< Prev`` back to the
+results) and ``tab`` (``< Prev`` back to the item). ``Add to Cart`` adds the open product with its selected
+options and returns to the search page; ``Buy Now`` buys the cart plus the open product; ``Checkout`` buys the
+cart. Either purchase ends the episode. Option values start unselected when a product is opened from the results.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from typing import NamedTuple, Self
+
+from milepost.envs.webshop.catalogue import Product
+from milepost.envs.webshop.goal import Line, Requirement, Selection, Shop, instruction_text, order_score
+from milepost.envs.webshop.search import PAGE_SIZE
+
+SEARCH, RESULTS, ITEM, TAB, DONE = "search", "results", "item", "tab", "done"
+BACK, PREV, NEXT = "Back to Search", "< Prev", "Next >"
+TABS = ("Description", "Features", "Reviews")
+BUY, ADD, CHECKOUT = "Buy Now", "Add to Cart", "Checkout"
+MAX_ITEMS = 4
+MAX_QUERY_CHARS = 200
+# WebShop's grammar: search[query] or click[value]; the value is any ASCII text without brackets or newlines.
+_PRINTABLE = frozenset(string.printable)
+_ACTION = re.compile(r"\s*(search|click)\s*\[([^\[\]\n]{1,200})\]\s*\.?\s*", re.IGNORECASE)
+
+
+class Action(NamedTuple):
+    """``search[value]`` or ``click[value]``."""
+
+    kind: str  # "search" | "click"
+    value: str
+
+    def text(self) -> str:
+        return f"{self.kind}[{self.value}]"
+
+
+def parse_action(text: str) -> Action | None:
+    """``search[...]`` or ``click[...]`` to an ``Action``; None for anything else, including text with a character
+    outside printable ASCII (which keeps every observation that quotes an action inside the Text space)."""
+    if not all(ch in _PRINTABLE for ch in text):
+        return None
+    m = _ACTION.fullmatch(text)
+    if m is None:
+        return None
+    value = " ".join(m[2].split())
+    if not value:
+        return None
+    return Action(m[1].lower(), value)
+
+
+def _key(value: str) -> str:
+    return " ".join(value.lower().split())
+
+
+@dataclass(frozen=True)
+class Order:
+    """One task's fixed context: the shop, the items to buy, their target products and the canonical queries."""
+
+    shop: Shop
+    items: tuple[Requirement, ...]
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        by_id = self.shop.catalogue.by_id
+        return tuple(by_id[r.product_id] for r in self.items)
+
+    @property
+    def queries(self) -> tuple[str, ...]:
+        """The canonical query set: each item's query, in item order, without repeats."""
+        return tuple(dict.fromkeys(r.query for r in self.items))
+
+    def instruction(self) -> str:
+        return instruction_text(self.items)
+
+
+class ShopState:
+    """Where the shopper is and what the cart holds.
+
+    ``results`` are the product indices of the last search (at most 50), ``page_no`` the 0-based results page,
+    ``product`` the open product (-1 when none), ``selection`` one value or None per option dimension of it,
+    ``cart`` the lines added so far, ``purchased`` the bought lines once the episode's purchase happened.
+    """
+
+    __slots__ = ("cart", "order", "page", "page_no", "product", "purchased", "query", "results", "selection", "tab")
+
+    def __init__(self, order: Order) -> None:
+        self.order = order
+        self.page = SEARCH
+        self.query = ""
+        self.results: tuple[int, ...] = ()
+        self.page_no = 0
+        self.product = -1
+        self.selection: Selection = ()
+        self.tab = ""
+        self.cart: tuple[Line, ...] = ()
+        self.purchased: tuple[Line, ...] | None = None
+
+    # -- game-state API ------------------------------------------------------------------------------------
+
+    def clickables(self) -> list[str]:
+        """The values ``click[...]`` accepts on this page, in page order."""
+        page = self.page
+        if page == SEARCH:
+            return [CHECKOUT] if self.cart else []
+        if page == RESULTS:
+            out = [BACK]
+            if self.page_no > 0:
+                out.append(PREV)
+            if (self.page_no + 1) * PAGE_SIZE < len(self.results):
+                out.append(NEXT)
+            products = self.order.shop.catalogue.products
+            out.extend(products[i].pid for i in self.page_results())
+            return out
+        if page == ITEM:
+            out = [BACK, PREV]
+            for _, values in self.open_product().options:
+                out.extend(values)
+            out.extend((*TABS, ADD, BUY))
+            return out
+        if page == TAB:
+            return [BACK, PREV]
+        return []
+
+    def legal_actions(self) -> list[Action]:
+        """Every legal action, with the canonical queries standing for the (unbounded) search box."""
+        acts = [Action("search", q) for q in self.order.queries] if self.page == SEARCH else []
+        return acts + [Action("click", v) for v in self.clickables()]
+
+    def why_illegal(self, action: Action) -> str | None:
+        """Why ``action`` cannot be taken on this page, or None when it can."""
+        if self.page == DONE:
+            return "the purchase is made; nothing more can be done"
+        if action.kind == "search":
+            if self.page != SEARCH:
+                return f"search[...] works only on the search page (click[{BACK}] first)"
+            if not action.value.strip():
+                return "search[...] needs a query"
+            return None
+        if self.resolve_click(action.value) is None:
+            shown = ", ".join(self.clickables()) or "nothing (use search[...])"
+            return f"{action.value[:60]!r} is not clickable on this page (clickable: {shown[:300]})"
+        return None
+
+    def resolve_click(self, value: str) -> str | None:
+        """The page's clickable that ``value`` names (case and spacing ignored), or None."""
+        key = _key(value)
+        for v in self.clickables():
+            if _key(v) == key:
+                return v
+        return None
+
+    def apply(self, action: Action) -> None:
+        """Take a legal action; raises ``ValueError`` naming the reason when it is not legal."""
+        why = self.why_illegal(action)
+        if why is not None:
+            raise ValueError(why)
+        if action.kind == "search":
+            self.query = action.value
+            self.results = self.order.shop.index.search(action.value)
+            self.page, self.page_no = RESULTS, 0
+            return
+        value = self.resolve_click(action.value)
+        assert value is not None  # checked by why_illegal
+        self.click(value)
+
+    def click(self, value: str) -> None:
+        """Follow a clickable of this page (``value`` exactly as ``clickables`` lists it)."""
+        page = self.page
+        if value == BACK:
+            self.page, self.query, self.results, self.page_no = SEARCH, "", (), 0
+            self.product, self.selection, self.tab = -1, (), ""
+        elif value == CHECKOUT:
+            self.purchased, self.page = self.cart, DONE
+        elif page == RESULTS:
+            if value == NEXT:
+                self.page_no += 1
+            elif value == PREV:
+                self.page_no -= 1
+            else:
+                self.product = self.order.shop.catalogue.by_id[value]
+                self.selection = (None,) * len(self.open_product().options)
+                self.page = ITEM
+        elif page == ITEM:
+            if value == PREV:
+                self.page, self.product, self.selection = RESULTS, -1, ()
+            elif value in TABS:
+                self.page, self.tab = TAB, value
+            elif value == ADD:
+                self.cart = (*self.cart, (self.product, self.selection))
+                self.page, self.query, self.results, self.page_no = SEARCH, "", (), 0
+                self.product, self.selection = -1, ()
+            elif value == BUY:
+                self.purchased, self.page = (*self.cart, (self.product, self.selection)), DONE
+            else:
+                for k, (_, values) in enumerate(self.open_product().options):
+                    if value in values:
+                        self.selection = (*self.selection[:k], value, *self.selection[k + 1 :])
+        elif page == TAB and value == PREV:
+            self.page, self.tab = ITEM, ""
+
+    def is_solved(self) -> bool:
+        """Bought, and the purchase is exactly one right line per item."""
+        if self.purchased is None or len(self.purchased) != len(self.order.items):
+            return False
+        return self.unmet() == [] and not self.wrong_lines(self.purchased)
+
+    def clone(self) -> Self:
+        other = object.__new__(type(self))
+        for name in ShopState.__slots__:
+            setattr(other, name, getattr(self, name))
+        return other
+
+    def render_text(self) -> str:
+        from milepost.envs.webshop.render import render_text
+
+        return render_text(self)
+
+    # -- helpers -------------------------------------------------------------------------------------------
+
+    def open_product(self) -> Product:
+        return self.order.shop.catalogue.products[self.product]
+
+    def page_results(self) -> tuple[int, ...]:
+        start = self.page_no * PAGE_SIZE
+        return self.results[start : start + PAGE_SIZE]
+
+    def lines(self) -> tuple[Line, ...]:
+        """The lines that count: the purchase once made, else the cart."""
+        return self.purchased if self.purchased is not None else self.cart
+
+    def satisfied(self) -> list[bool]:
+        """Per item, whether a line of the cart (or purchase) meets it exactly."""
+        products = self.order.shop.catalogue.products
+        lines = self.lines()
+        return [any(r.satisfied_by(products[p], sel) for p, sel in lines) for r in self.order.items]
+
+    def unmet(self) -> list[int]:
+        return [i for i, ok in enumerate(self.satisfied()) if not ok]
+
+    def wrong_lines(self, lines: tuple[Line, ...]) -> bool:
+        """True when some line meets no item, or two lines meet the same item."""
+        products = self.order.shop.catalogue.products
+        used: set[int] = set()
+        for p, sel in lines:
+            hit = next((i for i, r in enumerate(self.order.items) if r.satisfied_by(products[p], sel)), None)
+            if hit is None or hit in used:
+                return True
+            used.add(hit)
+        return False
+
+    def is_dead(self) -> bool:
+        """A wrong purchase, or a cart line that no item wants (lines cannot be removed)."""
+        if self.purchased is not None:
+            return not self.is_solved()
+        return self.wrong_lines(self.cart)
+
+    def outcome(self) -> float:
+        """WebShop's partial-credit reward of the purchase (0 before one)."""
+        if self.purchased is None:
+            return 0.0
+        return order_score(self.order.shop.catalogue, self.order.items, self.purchased)[0]
+
+    def key(self) -> tuple[object, ...]:
+        """Everything that decides the future (the breadth-first search's visited key)."""
+        return (self.page, self.query, self.page_no, self.product, self.selection, self.tab, self.cart,
+                self.purchased)  # fmt: skip
+
+    def __repr__(self) -> str:
+        where = {SEARCH: "", RESULTS: f" {self.query!r} p{self.page_no + 1}", DONE: ""}.get(self.page, "")
+        if self.page in (ITEM, TAB):
+            where = f" {self.open_product().pid} {self.selection} {self.tab}".rstrip()
+        return f"ShopState({self.page}{where}, cart={len(self.cart)})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShopState) and other.order is self.order and other.key() == self.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
