@@ -122,8 +122,10 @@ def domain_for(env: Any) -> Domain:
 
 from milepost.planning.domains.rushhour import RushHourDomain  # noqa: E402 - registry first
 from milepost.planning.domains.sudoku import SudokuDomain  # noqa: E402
+from milepost.planning.domains.webshop import WebShopDomain  # noqa: E402
 
 DOMAINS.register("sudoku", SudokuDomain())
 DOMAINS.register("rushhour", RushHourDomain())
+DOMAINS.register("webshop", WebShopDomain())
 
 __all__ = ["DOMAINS", "Domain", "PlanRejected", "Resolution", "Term", "Vocabulary", "domain_for"]
