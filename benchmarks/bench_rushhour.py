@@ -40,7 +40,6 @@ if str(HERE) not in sys.path:
 
 from baselines import plain_bfs_rush  # noqa: E402
 from common import best_rates, pin_one_core  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 from milepost.envs.levels import parse_levels  # noqa: E402
 from milepost.envs.rushhour import RushHourEnv, make_task  # noqa: E402
@@ -49,6 +48,7 @@ from milepost.envs.rushhour.fogleman import FoglemanRecord, read_fogleman  # noq
 from milepost.envs.rushhour.generator import generate_puzzle  # noqa: E402
 from milepost.envs.rushhour.solver import solve_many  # noqa: E402
 from milepost.envs.rushhour.state import RushHourState  # noqa: E402
+from milepost.progress import progress_bar  # noqa: E402
 
 FULL = Path("/work/shared/data/rush/rush_18k.txt")
 SAMPLE = HERE.parent / "tests" / "data" / "rushhour" / "rush_sample.txt"
@@ -71,7 +71,7 @@ def bench_solver(records: list[FoglemanRecord], batch: int, progress: bool) -> d
     seconds = {"milepost": 0.0, "baseline": 0.0}
     agree = {"milepost": 0, "baseline": 0}
     states = 0
-    bar = tqdm(total=len(records), desc="rushhour solver", unit="board", disable=not progress)
+    bar = progress_bar(total=len(records), desc="rushhour solver", unit="board", enabled=progress)
     for i in range(0, len(records), batch):
         chunk = records[i : i + batch]
         start = time.process_time()

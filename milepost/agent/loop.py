@@ -14,12 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tqdm import tqdm
-
 from milepost.agent.memory import MemoryItem, SlidingWindowMemory
 from milepost.agent.parsing import parse_answer
 from milepost.agent.prompts import ANSWER_FORMAT, build_messages
 from milepost.backends.base import Backend, GenerationRequest, SamplingParams
+from milepost.progress import progress_bar
 from milepost.types import Completion, Episode, Task, TerminationReason, Turn
 
 
@@ -193,10 +192,10 @@ def run_episodes(
     idle_envs: list[Any] = []
     live: list[LiveEpisode] = []
     finished: list[Episode] = []
-    bar = tqdm(
+    bar = progress_bar(
         total=total if total is not None else len(pending),
         desc=f"episodes [{policy.name}]",
-        disable=not progress,
+        enabled=progress,
         unit="ep",
         leave=False,
     )

@@ -2,17 +2,26 @@
 
 Every ``MilepostError`` (bad input, impossible request) ends the command with a one-line message and exit
 status 2; nothing else is caught, so real bugs keep their traceback.
+
+``--log-level`` (or ``MILEPOST_LOG_LEVEL``; default ``warning``) sets what the package's loggers print on
+stderr; it is accepted before or after the subcommand.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
 from milepost import __version__
-from milepost.errors import MilepostError
+from milepost.errors import InputError, MilepostError
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_ENV = "MILEPOST_LOG_LEVEL"
+log = logging.getLogger("milepost.cli")
 
 
 def _subcommands() -> list[ModuleType]:
@@ -28,10 +37,40 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build, train and evaluate LLM agents on long-horizon tasks.",
     )
     parser.add_argument("--version", action="version", version=f"milepost {__version__}")
+    log_help = f"what to log on stderr: {' | '.join(LOG_LEVELS)} (default: ${LOG_ENV}, else warning)"
+    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default=None, help=log_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _subcommands():
         module.add_parser(sub)
+    for command in sub.choices.values():  # also after the subcommand; SUPPRESS keeps a value given before it
+        command.add_argument(
+            "--log-level", type=str.lower, choices=LOG_LEVELS, default=argparse.SUPPRESS, help=log_help
+        )
     return parser
+
+
+class _CLIHandler(logging.StreamHandler):
+    """The handler ``configure_logging`` installs (told apart so a second call replaces it)."""
+
+
+def configure_logging(level: str | None = None) -> None:
+    """Send the ``milepost`` loggers to stderr at ``level`` (else ``$MILEPOST_LOG_LEVEL``, else warning).
+
+    Only the package's loggers are configured, not the root logger, so libraries keep their own defaults.
+
+    Raises:
+        InputError: when ``MILEPOST_LOG_LEVEL`` names no level.
+    """
+    name = (level or os.environ.get(LOG_ENV) or "warning").strip().lower()
+    if name not in LOG_LEVELS:
+        raise InputError(f"{LOG_ENV}={name!r} is not one of {', '.join(LOG_LEVELS)}")
+    logger = logging.getLogger("milepost")
+    for old in [h for h in logger.handlers if isinstance(h, _CLIHandler)]:
+        logger.removeHandler(old)
+    handler = _CLIHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("milepost %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(name.upper())
 
 
 def _quiet_libraries() -> None:
@@ -49,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in {"eval", "sft", "train", "demo", "serve", "tiny"}:
         _quiet_libraries()
     try:
+        configure_logging(args.log_level)
+        log.debug("milepost %s: %s", __version__, " ".join(sys.argv[1:] if argv is None else argv))
         result = args.func(args)
     except MilepostError as exc:
         print(f"milepost: error: {exc}", file=sys.stderr)

@@ -42,10 +42,13 @@ def run(args: argparse.Namespace) -> int:
         terms = ", ".join(f"{k} {v:+g}" for k, v in turn.reward_terms.items() if v)
         applied = ", ".join(turn.actions) or "nothing"
         extra = f" | rejected: {turn.error}" if turn.error else ""
+        remaining = "?" if turn.remaining_distance is None else turn.remaining_distance  # unknown distance
         print(
             f"applied: {applied} | reward {turn.reward:+.2f}{' (' + terms + ')' if terms else ''} | "
-            f"remaining {turn.remaining_distance} | subgoals {len(turn.subgoals_completed)}{extra}"
+            f"remaining {remaining} | subgoals {len(turn.subgoals_completed)}{extra}"
         )
     outcome = "SOLVED" if ep.success else f"FAILED ({ep.termination.value})"
     print(f"\n{outcome} after {ep.steps} turns")
+    if ep.meta.get("error"):
+        print(f"backend error: {ep.meta['error']}")
     return 0

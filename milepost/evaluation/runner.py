@@ -193,6 +193,7 @@ def evaluate(
         rows = [r for r in rows if not infra_failed(r)]
     done = {(row["task_id"], row["sample"]) for row in rows}
     jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
+    log.debug("%s: %d tasks x %d samples, %d episodes to play, %d done", out, len(tasks), spec.n, len(jobs), len(done))
     if jobs:
         policy = policy if policy is not None else build_policy(spec)
         agent = agent if agent is not None else build_agent(spec, policy)

@@ -11,8 +11,6 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from tqdm import tqdm
-
 from milepost.envs.levels import Level
 from milepost.envs.rushhour.board import parse_board
 from milepost.envs.rushhour.env import ATOMIC_BUDGET, MACRO_BUDGET, make_task
@@ -20,6 +18,7 @@ from milepost.envs.rushhour.fogleman import FoglemanRecord, read_fogleman
 from milepost.envs.rushhour.generator import GENERATOR_VERSION, Generated, generate_puzzle
 from milepost.envs.rushhour.solver import solve_many
 from milepost.errors import InputError
+from milepost.progress import progress_bar
 from milepost.types import Task
 
 _SOLVE_CHUNK = 32
@@ -198,7 +197,7 @@ def build_dataset(
     splits: dict[str, list[Task]] = {"train": [], "test": []}
     taken: set[str] = set()
     per_level: dict[str, dict[str, Any]] = {}
-    bar = tqdm(total=per_level_count * len(levels), desc="rushhour tasks", unit="task", disable=not progress)
+    bar = progress_bar(total=per_level_count * len(levels), desc="rushhour tasks", unit="task", enabled=progress)
     try:
         for level in levels:
             bar.set_postfix_str(f"level {level.name}")

@@ -33,6 +33,7 @@ from milepost.envs.sudoku.generator import generate_easy
 from milepost.envs.sudoku.singles import SinglesGrade, classify_singles
 from milepost.envs.sudoku.solver import solve
 from milepost.errors import InputError
+from milepost.progress import progress_bar
 from milepost.types import Task
 
 GENERATOR_VERSION = f"milepost {__version__} sudoku-easy/1"
@@ -173,11 +174,11 @@ def build_dataset(
     splits: dict[str, list[Task]] = {"train": [], "test": []}
     per_level: dict[str, dict[str, Any]] = {}
     wanted = n_train + n_test
-    with tqdm(
+    with progress_bar(
         total=wanted * len(levels),
         desc=f"sudoku {size}x{size}",
         unit="puzzle",
-        disable=not progress,
+        enabled=progress,
         file=sys.stderr,
     ) as bar:
         for level in levels:

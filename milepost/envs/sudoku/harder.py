@@ -48,6 +48,7 @@ from milepost.envs.sudoku.generator import random_solution
 from milepost.envs.sudoku.grader import TABLE, Grade, Technique, grade
 from milepost.envs.sudoku.solver import solve
 from milepost.errors import InputError
+from milepost.progress import progress_bar
 from milepost.types import Task
 
 GENERATOR_VERSION = f"milepost {__version__} sudoku-graded/1"
@@ -295,11 +296,11 @@ def build_graded_dataset(
     wanted = n_train + n_test
     splits: dict[str, list[Task]] = {"train": [], "test": []}
     per_level: dict[str, dict[str, Any]] = {}
-    with tqdm(
+    with progress_bar(
         total=wanted * len(levels),
         desc=f"sudoku 9x9 {tier}",
         unit="puzzle",
-        disable=not progress,
+        enabled=progress,
         file=sys.stderr,
     ) as bar:
         for level in levels:
