@@ -54,6 +54,8 @@ def sudoku() -> Task:
         f"move({KELVIN}, up)",
         f"move({DOTLESS_I}, up)",
         f"move({DOTLESS_I}, down)",
+        f"move(B, r{DOTLESS_I}ght)",  # used to raise KeyError: IGNORECASE matched "right", lower() kept the ı
+        f"move(B, r{DOTTED_I}ght)",
         f"{fullwidth('move')}(B, left)",
         "move(B, left\u0301)",
         "move(B, left)\u00a0",
