@@ -55,7 +55,7 @@ DEFAULT_LEVELS: dict[tuple[str, int], str] = {
     ("sudoku", 6): "S1-S6",
     ("sudoku", 4): "S1-S5",
     ("rushhour", 6): "4-6,7-9,10-12,13-15,16-18,19-21",
-    ("webshop", 1): "3-5,6-8",
+    ("webshop", 1): "3-5",
     ("webshop", 2): "6-8,9-11",
     ("webshop", 3): "9-11,12-14,15-17",
     ("webshop", 4): "12-14,15-17,18-20",

@@ -1,0 +1,64 @@
+"""``milepost data webshop``: a web-shop level dataset (train.jsonl, test.jsonl, manifest.json).
+
+Orders of ``--items`` products are drawn from a generated catalogue (``--catalogue-size`` products from
+``--catalogue-seed``); levels are ranges of the goal distance, the shortest number of ``search[...]`` /
+``click[...]`` actions to a successful purchase. Test orders never share a target product with training orders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from milepost.envs.levels import DEFAULT_LEVELS, parse_levels
+from milepost.errors import InputError
+
+
+def add_parser(envs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = envs.add_parser(
+        "webshop",
+        help="web-shop level dataset",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--levels", default=None, help="comma list of goal-distance ranges (default: by --items)")
+    p.add_argument("--items", type=int, default=1, help="items per order, 1-4 (default 1)")
+    p.add_argument("--train", type=int, default=500, help="training tasks per level (default 500)")
+    p.add_argument("--test", type=int, default=100, help="test tasks per level (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the orders and the split (default 0)")
+    p.add_argument("--catalogue-seed", type=int, default=0, help="seed of the catalogue (default 0)")
+    p.add_argument("--catalogue-size", type=int, default=1000, help="products, 50-100000 (default 1000)")
+    p.add_argument("--out", required=True, help="dataset folder to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty folder")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from milepost.datasets import write_dataset
+    from milepost.envs.webshop.dataset import build_dataset
+
+    if not 1 <= args.items <= 4:
+        raise InputError(f"--items must be in 1-4, got {args.items}")
+    spec = args.levels or DEFAULT_LEVELS[("webshop", args.items)]
+    levels = parse_levels(spec, "webshop", args.items)
+    out = Path(args.out)
+    if out.exists() and not args.overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"{out} already exists and is not empty (pass --overwrite to replace it)")
+    command = shlex.join(
+        [
+            "milepost", "data", "webshop", "--levels", spec, "--items", str(args.items), "--train", str(args.train),
+            "--test", str(args.test), "--seed", str(args.seed), "--catalogue-seed", str(args.catalogue_seed),
+            "--catalogue-size", str(args.catalogue_size), "--out", str(out),
+        ]
+    )  # fmt: skip
+    splits, manifest = build_dataset(
+        levels, args.items, args.train, args.test, args.seed,
+        catalogue_seed=args.catalogue_seed, catalogue_size=args.catalogue_size, command=command,
+    )  # fmt: skip
+    target = write_dataset(out, splits, manifest, overwrite=args.overwrite)
+    counts = manifest["counts"]
+    print(f"wrote {counts['train']} train and {counts['test']} test tasks to {target}")
+    for name, info in manifest["levels"].items():
+        print(f"  level {name}: train {info['counts']['train']}, test {info['counts']['test']}")
+    return 0
