@@ -1,7 +1,10 @@
 """``milepost serve MODEL_DIR``: expose a local model over an OpenAI-compatible HTTP API.
 
-Binds 127.0.0.1 unless told otherwise. With ``--api-key-env VAR`` every request needs
-``Authorization: Bearer $VAR``; serving on a non-loopback address without a key prints a warning.
+Binds 127.0.0.1 unless told otherwise. With ``--api-key-env VAR`` every /v1 route needs
+``Authorization: Bearer $VAR`` (else 401), /health stays open for load balancers, and /docs, /redoc and
+/openapi.json are switched off; without a key every route is open, and serving on a non-loopback address
+prints a warning. Bad request bodies get an OpenAI-shaped 400, bodies over --max-request-bytes a 413,
+requests beyond --max-queue waiting ones a 429. Chat requests without max_tokens get --default-max-tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API", description=__doc__)
     p.add_argument("model_dir", metavar="MODEL_DIR", help="Hugging Face model directory (or hub name)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
     p.add_argument(
         "--api-key-env",
         default=None,
@@ -28,6 +31,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens a request may ask")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request body (bytes)")
     p.add_argument("--max-batch-size", type=int, default=64, help="requests decoded together at most")
+    p.add_argument(
+        "--max-queue", type=int, default=256, help="requests that may wait for the model; more get a 429 (default 256)"
+    )
+    p.add_argument(
+        "--default-max-tokens",
+        type=int,
+        default=256,
+        help="new tokens at most for a chat request without max_tokens (default 256)",
+    )
     p.add_argument("--max-context", type=int, default=None, help="context window (default: the model's)")
     p.add_argument("--model-name", default=None, help="model id to serve under (default: directory name)")
     p.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: CUDA when present)")
@@ -36,18 +48,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from milepost.backends.hf import HFBackend
     from milepost.serve.app import create_app
+    from milepost.serve.runner import bind_socket, serve_forever
 
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
             raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-    if args.max_tokens_limit < 1 or args.max_request_bytes < 1:
-        raise InputError("--max-tokens-limit and --max-request-bytes must be positive")
+    for flag in ("max_tokens_limit", "max_request_bytes", "max_queue", "default_max_tokens"):
+        if getattr(args, flag) < 1:
+            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"--port {args.port}: a TCP port is 0..65535")
     if api_key is None and not _is_loopback(args.host):
         print(f"milepost: warning: serving on {args.host} without an API key", file=sys.stderr)
     backend = HFBackend(
@@ -63,9 +77,16 @@ def run(args: argparse.Namespace) -> int:
         max_tokens_limit=args.max_tokens_limit,
         max_request_bytes=args.max_request_bytes,
         model_name=args.model_name,
+        max_queue=args.max_queue,
+        default_max_tokens=args.default_max_tokens,
     )
-    print(f"serving {backend.name} on http://{args.host}:{args.port}/v1", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    sock = bind_socket(args.host, args.port)  # "serving on" only once the port is ours
+    try:
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"serving {backend.name} on http://{host}:{sock.getsockname()[1]}/v1", file=sys.stderr)
+        serve_forever(app, sock)
+    finally:
+        sock.close()
     return 0
 
 

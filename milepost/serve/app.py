@@ -1,9 +1,23 @@
 """An OpenAI-compatible HTTP API over a local model (``milepost serve``), built on FastAPI.
 
 Endpoints: ``GET /v1/models``, ``POST /v1/completions`` (prompt text or a token-id list),
-``POST /v1/chat/completions`` and an unauthenticated ``GET /health``. Responses follow the OpenAI schema
+``POST /v1/chat/completions`` and ``GET /health``. Responses follow the OpenAI schema
 (``choices[].text`` / ``message``, ``finish_reason``, ``usage``, ``logprobs`` in the standard shape) and add
 ``prompt_token_ids`` and ``token_ids`` to every choice (vLLM's names), so a client can train on exact tokens.
+
+Which routes need the token: with an API key set, every ``/v1`` route needs ``Authorization: Bearer <key>``
+(anything else, a wrong scheme, an empty token or a prefix of the key included, is a 401); ``/health`` stays
+open so that load balancers can probe it, and it tells nothing but ``{"status": "ok"}``; the interactive docs
+(``/docs``, ``/redoc``, ``/openapi.json``) are switched off (404). Without a key every route is open, docs
+included, which is why the CLI binds loopback by default.
+
+Limits: every malformed body (not UTF-8, not JSON, NaN / Infinity, nested over 32 levels, not an object, wrong
+field types) is a 400, bodies over ``max_request_bytes`` a 413, and any error is answered in OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}``. At most ``max_queue`` requests wait for the worker; more
+get a 429 (code ``queue_full``, with ``Retry-After``). A chat request without ``max_tokens`` gets
+``default_max_tokens`` new tokens at most; a completion request gets OpenAI's 16 (or ``default_max_tokens`` if
+lower). A request whose client disconnects while it waits in the queue is dropped before it is computed (one
+already in a decoding batch runs to its end: the batch is decoded as one unit).
 
 Deviations from OpenAI, all deliberate: ``n`` must be 1 and streaming is not offered; ``top_logprobs`` hold
 only the sampled token (the backend computes no alternatives); a completion that ends on a stop string keeps
@@ -44,21 +58,31 @@ _ERROR_TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     413: "invalid_request_error",
+    429: "rate_limit_error",
     500: "server_error",
 }
+_MAX_DEPTH = 32  # JSON nesting a request body may have; OpenAI bodies need about 5
+_DISCONNECT_POLL_S = 0.05  # how often a waiting request checks that its client is still connected
 
 
 class ApiError(Exception):
     """An error answered as OpenAI-style JSON: ``{"error": {"message", "type", "param", "code"}}``."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, param: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
-        self.status, self.message, self.code, self.param = status, message, code, param
+        self.status, self.message, self.code, self.param, self.headers = status, message, code, param, headers
 
     def response(self) -> JSONResponse:
         kind = _ERROR_TYPES.get(self.status, "invalid_request_error")
         body = {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
-        return JSONResponse(body, status_code=self.status)
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
 # -- request bodies ------------------------------------------------------------------------------------------
@@ -73,7 +97,7 @@ class _Sampling(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=-1)  # -1 (vLLM) or 0: off
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**64 - 1)  # what torch.Generator accepts
     n: int = 1
     stream: bool = False
 
@@ -109,9 +133,9 @@ class ChatBody(_Sampling):
 class _Batcher:
     """Owns the backend: encodes and decodes requests on one thread, batching those that arrive together."""
 
-    def __init__(self, backend: HFBackend, max_batch: int, window_s: float) -> None:
-        self.backend, self.max_batch, self.window_s = backend, max_batch, window_s
-        self._queue: queue.Queue[tuple[GenerationRequest, Future[Completion]] | None] = queue.Queue()
+    def __init__(self, backend: HFBackend, max_batch: int, window_s: float, max_queue: int) -> None:
+        self.backend, self.max_batch, self.window_s, self.max_queue = backend, max_batch, window_s, max_queue
+        self._queue: queue.Queue[tuple[GenerationRequest, Future[Completion]] | None] = queue.Queue(max_queue)
         self._thread = threading.Thread(target=self._run, name="milepost-serve-batcher", daemon=True)
 
     def start(self) -> None:
@@ -122,8 +146,17 @@ class _Batcher:
         self._thread.join(timeout=30)
 
     def submit(self, request: GenerationRequest) -> Future[Completion]:
+        """Queue a request; cancelling the future before its batch starts drops it. 429 when the queue is full."""
         future: Future[Completion] = Future()
-        self._queue.put((request, future))
+        try:
+            self._queue.put_nowait((request, future))
+        except queue.Full:
+            raise ApiError(
+                429,
+                f"the server is busy: {self.max_queue} requests are already waiting; retry later",
+                code="queue_full",
+                headers={"Retry-After": "1"},
+            ) from None
         return future
 
     def _run(self) -> None:
@@ -147,6 +180,8 @@ class _Batcher:
     def _serve(self, batch: list[tuple[GenerationRequest, Future[Completion]]]) -> None:
         ready: list[tuple[GenerationRequest, Future[Completion]]] = []
         for req, future in batch:
+            if not future.set_running_or_notify_cancel():  # its client has gone
+                continue
             try:  # tokenise here: the tokenizer is not shared with the event loop's threads
                 ids = self.backend.encode(req)
             except Exception as exc:
@@ -175,19 +210,36 @@ def create_app(
     max_request_bytes: int = 1 << 20,
     model_name: str | None = None,
     batch_window_s: float = 0.005,
+    max_queue: int = 256,
+    default_max_tokens: int = 256,
 ) -> FastAPI:
     """Build the FastAPI app serving ``backend``.
 
     Args:
         backend: the local model.
-        api_key: when set, every ``/v1`` request needs ``Authorization: Bearer <api_key>`` (else 401).
+        api_key: when set, every ``/v1`` request needs ``Authorization: Bearer <api_key>`` (else 401) and the
+            docs routes are off; ``/health`` stays open.
         max_tokens_limit: requests asking for more new tokens get a 400.
         max_request_bytes: larger request bodies get a 413.
         model_name: the id ``/v1/models`` lists (default: the backend's name without ``hf:``).
         batch_window_s: how long the worker waits for more requests to batch with the first one.
+        max_queue: requests that may wait for the worker; more get a 429.
+        default_max_tokens: new tokens at most for a chat request without ``max_tokens`` (capped by
+            ``max_tokens_limit``; completions default to OpenAI's 16 or this, whichever is lower).
+
+    Raises:
+        ValueError: when a limit is not positive.
     """
+    for label, value in (
+        ("max_tokens_limit", max_tokens_limit),
+        ("max_request_bytes", max_request_bytes),
+        ("max_queue", max_queue),
+        ("default_max_tokens", default_max_tokens),
+    ):
+        if value < 1:
+            raise ValueError(f"{label} must be >= 1, got {value}")
     name = model_name or backend.name.removeprefix("hf:").rstrip("/").rsplit("/", 1)[-1] or "model"
-    batcher = _Batcher(backend, backend.max_batch_size, batch_window_s)
+    batcher = _Batcher(backend, backend.max_batch_size, batch_window_s, max_queue)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -197,7 +249,8 @@ def create_app(
         finally:
             batcher.stop()
 
-    app = FastAPI(title="milepost serve", lifespan=lifespan)
+    docs = {"docs_url": None, "redoc_url": None, "openapi_url": None} if api_key is not None else {}
+    app = FastAPI(title="milepost serve", lifespan=lifespan, **docs)  # type: ignore[arg-type]
     app.state.batcher = batcher
 
     @app.exception_handler(ApiError)
@@ -211,6 +264,10 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return ApiError(exc.status_code, str(exc.detail)).response()
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:  # still logged by the server
+        return ApiError(500, f"internal error: {type(exc).__name__}").response()
 
     def authorise(request: Request) -> None:
         if api_key is None:
@@ -231,9 +288,23 @@ def create_app(
             if len(raw) > max_request_bytes:
                 raise ApiError(413, f"request body over the {max_request_bytes}-byte limit")
         try:
-            return schema.model_validate(json.loads(raw or b"null"))
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ApiError(400, f"request body is not UTF-8 (byte {exc.start}: {exc.reason})") from None
+        try:
+            data = json.loads(text or "null", parse_constant=_refuse_constant)
         except json.JSONDecodeError as exc:
             raise ApiError(400, f"request body is not JSON: {exc}") from None
+        except RecursionError:
+            raise ApiError(400, f"request body nests deeper than {_MAX_DEPTH} levels") from None
+        except ValueError as exc:  # NaN / Infinity, an integer past Python's digit limit
+            raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, f"request body must be a JSON object, not {_json_kind(data)}")
+        if _nesting(data) > _MAX_DEPTH:
+            raise ApiError(400, f"request body nests deeper than {_MAX_DEPTH} levels")
+        try:
+            return schema.model_validate(data)
         except ValidationError as exc:
             raise ApiError(400, _first_error(exc.errors())) from None
 
@@ -269,8 +340,14 @@ def create_app(
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
 
-    async def run(request: GenerationRequest) -> Completion:
-        completion = await asyncio.wrap_future(batcher.submit(request))
+    async def run(http: Request, request: GenerationRequest) -> Completion:
+        waiter = asyncio.wrap_future(batcher.submit(request))
+        while not waiter.done():
+            await asyncio.wait([waiter], timeout=_DISCONNECT_POLL_S)
+            if not waiter.done() and await http.is_disconnected():
+                waiter.cancel()  # cancels the queued request too: the worker skips it
+                raise ApiError(400, "the client closed the request", code="client_disconnected")
+        completion = waiter.result()
         if completion.finish_reason == FinishReason.CONTEXT_OVERFLOW:
             raise ApiError(
                 400,
@@ -300,7 +377,7 @@ def create_app(
         body = await read_body(request, CompletionBody)
         if body.echo:
             raise ApiError(400, "echo is not supported", param="echo")
-        params = sampling(body, body.max_tokens, 16)  # 16: OpenAI's default for this endpoint
+        params = sampling(body, body.max_tokens, min(16, default_max_tokens))  # 16: OpenAI's default here
         prompt = body.prompt
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
             if len(prompt) != 1:
@@ -311,7 +388,7 @@ def create_app(
             if isinstance(prompt, str)
             else GenerationRequest(prompt_ids=[int(i) for i in prompt], params=params)
         )
-        done = await run(req)
+        done = await run(request, req)
         choice: dict[str, Any] = {
             "index": 0,
             "text": done.text,
@@ -338,9 +415,9 @@ def create_app(
     async def chat(request: Request) -> dict[str, Any]:
         body = await read_body(request, ChatBody)
         max_tokens = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
-        params = sampling(body, max_tokens, max_tokens_limit)
+        params = sampling(body, max_tokens, default_max_tokens)
         messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-        done = await run(GenerationRequest(messages=messages, params=params))
+        done = await run(request, GenerationRequest(messages=messages, params=params))
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": done.text},
@@ -364,6 +441,29 @@ def create_app(
         return {"status": "ok"}
 
     return app
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON value")
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def _nesting(value: Any) -> int:
+    """Depth of a parsed JSON value (a scalar is 0), walked without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            depth += 1
+            if depth > _MAX_DEPTH:
+                return depth
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
 
 
 def _first_error(errors: Any) -> str:

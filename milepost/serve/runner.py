@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any
 
 import uvicorn
 
-from milepost.errors import MilepostError
+from milepost.errors import InputError, MilepostError
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0: a free port), bound before anything says it is serving.
+
+    Raises:
+        InputError: one line, for a port outside 0..65535, a busy port, an address this machine does not have.
+    """
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port {port}: a TCP port is 0..65535")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart over TIME_WAIT
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise InputError(f"cannot listen on {host}:{port}: {reason}") from None
+    return sock
+
+
+def serve_forever(app: Any, sock: socket.socket, log_level: str = "info") -> None:
+    """Serve ``app`` with uvicorn on an already bound socket until interrupted."""
+    uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on")).run(sockets=[sock])
 
 
 class BackgroundServer:
