@@ -10,8 +10,8 @@ cart. Either purchase ends the episode. Option values start unselected when a pr
 
 from __future__ import annotations
 
+import functools
 import re
-import string
 from dataclasses import dataclass
 from typing import NamedTuple, Self
 
@@ -26,7 +26,6 @@ BUY, ADD, CHECKOUT = "Buy Now", "Add to Cart", "Checkout"
 MAX_ITEMS = 4
 MAX_QUERY_CHARS = 200
 # WebShop's grammar: search[query] or click[value]; the value is any ASCII text without brackets or newlines.
-_PRINTABLE = frozenset(string.printable)
 _ACTION = re.compile(r"\s*(search|click)\s*\[([^\[\]\n]{1,200})\]\s*\.?\s*", re.IGNORECASE)
 
 
@@ -42,8 +41,9 @@ class Action(NamedTuple):
 
 def parse_action(text: str) -> Action | None:
     """``search[...]`` or ``click[...]`` to an ``Action``; None for anything else, including text with a character
-    outside printable ASCII (which keeps every observation that quotes an action inside the Text space)."""
-    if not all(ch in _PRINTABLE for ch in text):
+    outside printable ASCII or a control character (so every observation that quotes an action stays inside the
+    Text space)."""
+    if not (text.isascii() and text.isprintable()):
         return None
     m = _ACTION.fullmatch(text)
     if m is None:
@@ -58,7 +58,7 @@ def _key(value: str) -> str:
     return " ".join(value.lower().split())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Order:
     """One task's fixed context: the shop, the items to buy, their target products and the canonical queries."""
 
@@ -77,6 +77,11 @@ class Order:
 
     def instruction(self) -> str:
         return instruction_text(self.items)
+
+    @functools.cached_property
+    def click_maps(self) -> dict[tuple[object, ...], dict[str, str]]:
+        """Memo of each page's clickables by their matching key (``ShopState.resolve_click``), shared by clones."""
+        return {}
 
 
 class ShopState:
@@ -149,11 +154,14 @@ class ShopState:
 
     def resolve_click(self, value: str) -> str | None:
         """The page's clickable that ``value`` names (case and spacing ignored), or None."""
-        key = _key(value)
-        for v in self.clickables():
-            if _key(v) == key:
-                return v
-        return None
+        memo = self.order.click_maps
+        where = (self.page, self.query, self.page_no, self.product, bool(self.cart))
+        table = memo.get(where)
+        if table is None:
+            if len(memo) > 4096:
+                memo.clear()
+            table = memo[where] = {_key(v): v for v in self.clickables()}
+        return table.get(_key(value))
 
     def apply(self, action: Action) -> None:
         """Take a legal action; raises ``ValueError`` naming the reason when it is not legal."""

@@ -120,3 +120,20 @@ def test_search_matches_a_reference_bm25() -> None:
             tf = doc[q]
             ref += idf * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * sum(doc.values()) / avgdl))
         assert index.scores(tuple(query))[i] == pytest.approx(ref)
+
+
+def test_record_check_recomputes_the_goal_distance_and_uniqueness() -> None:
+    from milepost.envs.webshop.records import check_record
+    from tests.envs.webshop.conftest import tasks_of
+
+    task = tasks_of(1, 1)[0]
+    task.level = "3-5" if task.goal_distance <= 5 else "6-8"
+    assert check_record(task) is None
+    task.goal_distance += 1
+    assert check_record(task) == ("goal_distance", f"{task.goal_distance}, but the shortest purchase takes "
+                                  f"{task.goal_distance - 1} actions")  # fmt: skip
+    task.goal_distance -= 1
+    task.payload["items"][0]["attributes"] = task.payload["items"][0]["attributes"][:0]
+    task.payload["items"][0]["price_limit"] = 10_000.0
+    field, why = check_record(task) or ("", "")
+    assert field == "payload" and "not the one product" in why
