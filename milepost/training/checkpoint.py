@@ -110,7 +110,9 @@ def _unpack(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
         if tag == "__tensor__":
             key, device = body
             tensor = tensors[key]
-            return tensor.to(device) if device == "cpu" or torch.cuda.is_available() else tensor
+            if not (device == "cpu" or str(device).startswith("cuda")):
+                raise ValueError(f"tensor {key} on an unknown device {device!r}")
+            return tensor.to(device) if device != "cpu" and torch.cuda.is_available() else tensor
         if tag == "__tuple__":
             return tuple(_unpack(v, tensors) for v in body)
         return {_unpack(k, tensors): _unpack(v, tensors) for k, v in body}
@@ -219,25 +221,19 @@ def load_checkpoint_state(path: str | Path) -> tuple[dict[str, Any], Checkpoint]
         if state["rng"] is not None:
             _check_rng(state["rng"])
         config_yaml = (folder / "config.yaml").read_text(encoding="utf-8") if (folder / "config.yaml").exists() else ""
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, SafetensorError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError, SafetensorError) as exc:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise InputError(f"{at}: unreadable checkpoint ({reason})") from None
     return state, Checkpoint(folder, step, config_yaml, extra)
 
 
 def _check_rng(rng: Any) -> None:
-    """Raise ValueError unless ``rng`` has :func:`rng_state`'s shape (so resuming fails before training)."""
-    py, npy = rng["python"], rng["numpy"]
-    ok = (
-        isinstance(py["internal"], torch.Tensor)
-        and py["internal"].shape == (625,)
-        and isinstance(npy["key"], torch.Tensor)
-        and npy["key"].shape == (624,)
-        and isinstance(rng["torch"], torch.Tensor)
-        and rng["torch"].dtype == torch.uint8
-    )
-    if not ok:
-        raise ValueError("malformed RNG state")
+    """Raise unless ``rng`` restores (tried, then the current states put back), so resuming fails before training."""
+    current = rng_state()
+    try:
+        set_rng_state(rng)
+    finally:
+        set_rng_state(current)
 
 
 def write_run_config(run_dir: str | Path, config_yaml: str, *, resume: bool) -> None:

@@ -144,6 +144,16 @@ def test_a_wellformed_file_of_the_wrong_shape_is_a_one_line_error(checkpoint: Pa
     (checkpoint / STATE_TREE).write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(InputError, match="not a trainer state"):
         load_checkpoint_state(checkpoint)
+    before = random.getstate()
+    for rng in ('{"python": 1}', '{"python": {"version": 3, "internal": [1], "gauss": null}, "numpy": {}}'):
+        tree = f'{{"optimizer": null, "scheduler": null, "extra_state": null, "rng": {rng}}}'
+        (checkpoint / STATE_TREE).write_text(tree, encoding="utf-8")
+        with pytest.raises(InputError, match="unreadable checkpoint"):
+            load_checkpoint_state(checkpoint)
+    assert random.getstate() == before  # a failed check leaves the generators as they were
+    (checkpoint / STATE_TREE).write_text('{"__tensor__": ["t0", "mps:7"]}', encoding="utf-8")
+    with pytest.raises(InputError, match="unknown device"):
+        load_checkpoint_state(checkpoint)
 
 
 # -- through the command line ----------------------------------------------------------------------------------
