@@ -4,8 +4,9 @@ The same class serves the tiny from-scratch model on a laptop CPU and a pretrain
 a GPU. It runs its own decoding loop over ``model(input_ids, attention_mask, position_ids, cache)`` instead of
 ``model.generate`` because the contract needs things ``generate`` does not give together:
 
-* the log-prob of every sampled token under the distribution actually sampled (tempered, truncated,
-  renormalised: :func:`milepost.backends.logprobs.process_logits`, the function the trainer calls too);
+* the log-prob of every sampled token, scored as the trainer scores it (the tempered, untruncated distribution,
+  :func:`milepost.backends.logprobs.score_logprobs`; tokens are drawn from the truncated one,
+  :func:`~milepost.backends.logprobs.process_logits`; the module doc of ``logprobs`` says why they differ);
 * per-request temperature / top-p / top-k / seed inside one batch (lock-step episodes mix them), with one
   ``torch.Generator`` per seeded request so a seeded answer does not depend on its batch neighbours' draws;
 * stop strings that cut the token ids and the text at the same token, and rows that leave the batch (and
@@ -14,6 +15,7 @@ a GPU. It runs its own decoding loop over ``model(input_ids, attention_mask, pos
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -38,6 +40,7 @@ from milepost.backends.logprobs import (
     positions_from_mask,
     prefill_shared,
     process_logits,
+    score_logprobs,
     sequence_logprobs,
     shared_prefix_length,
 )
@@ -174,6 +177,8 @@ class HFBackend:
             passes its own; default :func:`role_paragraphs`).
         share_prefix: prefill the prompt prefix that every row of a batch shares (the system prompt of an agent
             loop) once and copy its keys and values to every row, instead of computing it per row.
+        autocast: run generation under ``torch.autocast`` with this dtype (the trainer passes bf16 when it scores
+            under bf16 autocast, so behaviour and target log-probs come from the same precision); None = off.
 
     Raises:
         ModelLoadError: the model does not load, or its tokenizer lacks an end-of-sequence token or has more
@@ -194,6 +199,7 @@ class HFBackend:
         plain_renderer: PlainRenderer = role_paragraphs,
         name: str | None = None,
         share_prefix: bool = True,
+        autocast: torch.dtype | None = None,
     ) -> None:
         if (path is None) == (model is None):
             raise InputError("HFBackend needs either a path or a model (with its tokenizer)")
@@ -213,6 +219,7 @@ class HFBackend:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.plain_renderer = plain_renderer
         self.share_prefix = share_prefix
+        self.autocast = autocast
         config = getattr(self.model, "config", None)
         self.max_context = int(max_context or getattr(config, "max_position_embeddings", 0) or 2048)
         self.eos_ids = self._eos_ids()
@@ -321,8 +328,13 @@ class HFBackend:
         """Decode ``rows`` in lock-step until each one stops; fills ``ids``, ``logprobs`` and ``finish``."""
         was_training = self.model.training
         self.model.eval()  # dropout would change the sampled distribution
+        precision = (
+            torch.autocast(device_type=self.device.type, dtype=self.autocast)
+            if self.autocast is not None
+            else contextlib.nullcontext()
+        )
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), precision:
                 capacity = max(len(r.prompt_ids) for r in rows) + max(r.budget for r in rows)
                 self._decode_loop(rows, make_kv_cache(self.model, capacity))
         finally:
@@ -344,10 +356,13 @@ class HFBackend:
         top_p = torch.tensor([r.params.top_p for r in rows], dtype=torch.float32, device=dev)
         top_k = torch.tensor([r.params.top_k for r in rows], dtype=torch.long, device=dev)
         last_pos = positions[:, -1]
+        # Drawn from the truncated distribution, scored under the untruncated one (identical without truncation).
+        truncating = bool(((temps > 0) & ((top_p < 1) | (top_k > 0))).any())
         while True:
             logp = process_logits(logits, temps, top_p, top_k)  # (B, V)
             tokens = self._choose(logp, temps, live)
-            token_logp = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+            scored = score_logprobs(logits, temps) if truncating else logp
+            token_logp = scored.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
             for row, tok, lp in zip(live, tokens.tolist(), token_logp.tolist()):
                 if row.finish is None:
                     row.ids.append(tok)
@@ -418,7 +433,5 @@ class HFBackend:
             [c.prompt_ids for c in completions],
             [c.completion_ids for c in completions],
             params.temperature,
-            params.top_p,
-            params.top_k,
             pad_id=self.pad_id,
         )

@@ -1,16 +1,29 @@
-"""Behaviour log-probabilities as pure tensor functions, shared by generation and the trainer.
+"""Log-probabilities as pure tensor functions, shared by generation and the trainer.
 
-The sampler and the trainer must see the same distribution, so the importance ratio rho = pi_theta / mu is
-exactly 1 when the weights did not change (DESIGN: Contracts, Log-probabilities). Both therefore go through
-:func:`process_logits`:
+Two distributions are involved, and they differ only when top-p / top-k truncation is on:
 
-    log mu(. | x) = log_softmax(truncate(logits / T))        T > 0
-    log mu(. | x) = log_softmax(logits)                      T = 0 (greedy; the untempered full distribution)
+* the **sampling** distribution, :func:`process_logits`: tokens are drawn from
 
-``truncate`` keeps the top-k logits (ties at the k-th value are kept), then the top-p nucleus of what is left
-(the smallest prefix of the sorted tokens whose probability reaches p; the most likely token is always kept),
-and sets the rest to -inf, so the softmax renormalises over the kept set. This is the order Hugging Face's
-``generate`` uses (temperature, top-k, top-p).
+      log_softmax(truncate(logits / T))        T > 0
+      argmax(logits)                           T = 0 (greedy)
+
+  where ``truncate`` keeps the top-k logits (ties at the k-th value are kept), then the top-p nucleus of what is
+  left (the smallest prefix of the sorted tokens whose probability reaches p; the most likely token is always
+  kept), and sets the rest to -inf. This is the order Hugging Face's ``generate`` uses (temperature, top-k,
+  top-p).
+* the **scoring** distribution, :func:`score_logprobs`: the log-probs that are recorded as behaviour log-probs
+  mu and recomputed by the trainer as pi_theta are those of the tempered, *untruncated* distribution
+
+      log mu(. | x) = log_softmax(logits / T)  T > 0;   log_softmax(logits) at T = 0.
+
+Why not score under the truncated distribution, which is what was sampled? Because the trainer's target
+pi_theta must be finite on every sampled token: after one update a token that was inside the behaviour nucleus
+can fall outside the new one, and log pi_theta = -inf then turns the REINFORCE loss into NaN and the MSE
+objective's gradient into inf (the review found both). Scoring both sides under the untruncated tempered
+distribution keeps every ratio finite, keeps rho = pi_theta / mu exactly 1 while the weights are unchanged
+(DESIGN: Contracts, Log-probabilities), and is what RL trainers that pair a sampler with a learner score against
+(verl, OpenRLHF: log-probs of the temperature-scaled logits). The truncation's own bias is left to the
+importance weights' clipping, as there.
 """
 
 from __future__ import annotations
@@ -64,6 +77,22 @@ def process_logits(
             keep = _kept_set(scaled.detach(), k, p)
         scaled = scaled.masked_fill(~keep, float("-inf"))
     return torch.log_softmax(scaled, dim=-1)
+
+
+def score_logprobs(logits: torch.Tensor, temperature: PerRow = 1.0) -> torch.Tensor:
+    """Log-probs of the scoring distribution: ``log_softmax(logits / T)``, untruncated (see the module doc).
+
+    Args:
+        logits: ``(..., V)`` raw logits; computed in float32 whatever their dtype.
+        temperature: scalar or one value per row (dim 0); 0 (greedy) scores the untempered distribution.
+
+    Returns:
+        ``(..., V)`` float32 log-probs, finite everywhere. Differentiable with respect to ``logits``.
+    """
+    logits = logits.float()
+    temp = _per_row(temperature, logits.shape[:-1], torch.float32, logits.device)
+    temp = torch.where(temp <= 0, torch.ones_like(temp), temp)
+    return torch.log_softmax(logits / temp.unsqueeze(-1), dim=-1)
 
 
 def _kept_set(scaled: torch.Tensor, k: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -195,12 +224,11 @@ def sequence_logprobs(
     prompt_ids: Sequence[Sequence[int]],
     completion_ids: Sequence[Sequence[int]],
     temperature: PerRow = 1.0,
-    top_p: PerRow = 1.0,
-    top_k: PerRow = 0,
     pad_id: int = 0,
     share_prefix: bool = True,
 ) -> torch.Tensor:
-    """Recompute per-token log-probs of given completions under ``model``, with the sampler's processing.
+    """Recompute per-token log-probs of given completions under ``model`` (the scoring distribution at the
+    sampler's temperature, :func:`score_logprobs`; top-p / top-k do not enter it).
 
     The rows are laid out as in generation (prompt left-padded to a common end, completion after it), so the
     positions match the sampler's. Gradients flow when called outside ``torch.no_grad``. With ``share_prefix``
@@ -211,11 +239,11 @@ def sequence_logprobs(
         model: a causal LM (transformers or a PEFT wrapper of one).
         prompt_ids: one token-id list per row.
         completion_ids: the generated ids per row (the behaviour tokens, EOS included if it was generated).
-        temperature, top_p, top_k: the sampling parameters the completions were drawn with, scalar or per row.
+        temperature: the temperature the completions were drawn with, scalar or per row.
         pad_id: id placed in padding positions (never attended to).
 
     Returns:
-        ``(B, C)`` float32, ``C`` the longest completion; position j of row b is log mu(y_bj | x_b, y_b<j),
+        ``(B, C)`` float32, ``C`` the longest completion; position j of row b is log pi(y_bj | x_b, y_b<j),
         0 beyond the row's completion length.
     """
     if len(prompt_ids) != len(completion_ids):
@@ -248,6 +276,6 @@ def sequence_logprobs(
     logits = model_forward(model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=width_c + 1)[
         :, :-1
     ]
-    logp = process_logits(logits, temperature, top_p, top_k)  # (B, C, V)
+    logp = score_logprobs(logits, temperature)  # (B, C, V)
     token_logp = logp.gather(-1, comp.unsqueeze(-1)).squeeze(-1)  # (B, C)
     return token_logp.masked_fill(~comp_mask, 0.0)

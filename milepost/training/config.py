@@ -142,8 +142,12 @@ class MiRAConfig:
     """c at the start of training"""
     shaping_anneal: int = 0
     """iterations over which c decays linearly to 0 (0 = constant)"""
-    terminal_potential: str = "label"
-    """P(s_T) of the state after the last turn: label (its exact progress k / K) | zero"""
+    terminal_potential: str = "zero"
+    """P(s_T) of the state after the last turn. zero (default): the shaping terms telescope to -P(s_0), a
+    constant of the start state, so shaping is policy-invariant (Ng, Harada and Russell 1999) and only
+    redistributes credit in time. label: P(s_T) = the exact progress k / K of the final state, so the shaping
+    terms telescope to gamma^T k / K - P(s_0): a partial-credit bonus for the subgoals reached (a failed episode
+    with 3 of 4 subgoals gains +0.75 gamma^T), which changes what the policy is rewarded for"""
     estimator: str = "dr"
     """dr (lambda TD + (1 - lambda) Monte-Carlo) | td (lambda = 1) | mc (G~_t - V(s_t), no doubly-robust mix)"""
     lam: float = 0.5
@@ -268,4 +272,11 @@ class TrainConfig:
         if self.mira.enabled and self.rl.subgoal_decomposition:
             raise ValueError(
                 "mira.enabled: MiRA's advantages replace subgoal-segmented returns; set rl.subgoal_decomposition false"
+            )
+        if self.mira.enabled and self.mira.estimator in ("dr", "td") and self.rl.reward != "outcome":
+            # V(s) is a success probability in [0, 1]; the TD part r~_t + gamma V(s_t+1) - V(s_t) assumes the
+            # rewards are on the same 0/1 outcome scale, which milestone / guide rewards (up to ~10) are not.
+            raise ValueError(
+                f"mira.estimator {self.mira.estimator}: the value critic predicts the 0/1 outcome, so it needs "
+                f"rl.reward outcome (got {self.rl.reward}); use mira.estimator mc or rl.reward outcome"
             )

@@ -37,6 +37,22 @@ class ISConfig:
             raise ValueError(f"is.low / is.high must satisfy 0 < C_low <= 1 <= C_high, got {self.low}, {self.high}")
 
 
+def log_ratios(
+    logp_new: torch.Tensor, logp_old: torch.Tensor, token_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-turn ``(log rho_seq, log rho_geo)``, shape ``(B,)`` each, without gradient.
+
+    Args:
+        logp_new: ``(B, L)`` log pi_theta of each response token.
+        logp_old: ``(B, L)`` behaviour log-probs log mu.
+        token_mask: ``(B, L)`` 1 on response tokens, 0 on padding.
+    """
+    mask = token_mask.float()
+    with torch.no_grad():
+        log_seq = ((logp_new.detach() - logp_old) * mask).sum(-1)  # (B,)
+        return log_seq, log_seq / mask.sum(-1).clamp(min=1.0)
+
+
 def importance_weights(
     logp_new: torch.Tensor, logp_old: torch.Tensor, token_mask: torch.Tensor, cfg: ISConfig
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,11 +67,8 @@ def importance_weights(
     Returns:
         ``(weights (B,), kept (B,) bool)``; weights are detached.
     """
-    mask = token_mask.float()
+    log_ratio, log_geo = log_ratios(logp_new, logp_old, token_mask)  # (B,) each
     with torch.no_grad():
-        log_ratio = ((logp_new.detach() - logp_old) * mask).sum(-1)  # (B,) log rho_seq
-        length = mask.sum(-1).clamp(min=1.0)
-        log_geo = log_ratio / length  # (B,) log rho_geo
         kept = torch.ones_like(log_ratio, dtype=torch.bool)
         if cfg.mask:
             kept = (log_geo >= math.log(cfg.low)) & (log_geo <= math.log(cfg.high))

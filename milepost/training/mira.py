@@ -63,6 +63,18 @@ def shaping_coef(cfg: TrainConfig, iteration: int) -> float:
     return m.shaping_coef * max(0.0, 1.0 - iteration / m.shaping_anneal)
 
 
+def episode_potentials(predicted: torch.Tensor, final_progress: float, terminal: str) -> torch.Tensor:
+    """P(s_0) .. P(s_T), ``(T + 1,)``: the critic's ``predicted`` potentials of the T states an episode acted in,
+    then the potential of the state after its last turn by the ``mira.terminal_potential`` rule.
+
+    ``zero``: P(s_T) = 0, so the discounted shaping terms sum to -P(s_0) whatever the policy did (policy-invariant
+    shaping). ``label``: P(s_T) = ``final_progress`` (the true k / K of the final state), so they sum to
+    gamma^T k / K - P(s_0), a bonus for the subgoals reached.
+    """
+    end = final_progress if terminal == "label" else 0.0
+    return torch.cat([predicted.float(), torch.tensor([end])])
+
+
 def episode_advantages(
     rewards: torch.Tensor,
     potentials: torch.Tensor,
@@ -141,8 +153,7 @@ class MiRA:
         for ep, rows in zip(episodes, samples):
             n = len(rows)
             y = progress_labels(ep)
-            p_end = float(y[-1]) if m.terminal_potential == "label" else 0.0
-            potentials = torch.cat([p_all[i : i + n], torch.tensor([p_end])])
+            potentials = episode_potentials(p_all[i : i + n], float(y[-1]), m.terminal_potential)
             values = torch.cat([v_all[i : i + n], torch.zeros(1)])
             i += n
             rewards = trajectory_rewards(ep, cfg)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from milepost.agent.loop import Agent, AgentSettings, Job, run_episodes
 from milepost.agent.memory import MemoryItem
@@ -39,6 +38,7 @@ from milepost.envs import make_env
 from milepost.envs.levels import parse_levels
 from milepost.errors import InputError
 from milepost.io import append_jsonl
+from milepost.progress import progress_bar
 from milepost.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
@@ -187,7 +187,8 @@ def demonstrations(
     return examples
 
 
-def _autocast(cfg: TrainConfig, device: torch.device) -> Any:
+def autocast_for(cfg: TrainConfig, device: torch.device) -> Any:
+    """bf16 autocast on ``device`` when ``cfg.bf16``, else a no-op context (SFT and RL scoring both use it)."""
     if not cfg.bf16:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
@@ -274,12 +275,12 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         random.Random(cfg.seed + 1),
     )
     model.train()
-    bar = tqdm(range(start, total_steps), desc="sft", disable=not progress, initial=start, total=total_steps)
+    bar = progress_bar(range(start, total_steps), desc="sft", enabled=progress, initial=start, total=total_steps)
     tokens = 0
     t0 = time.perf_counter()
     for step in bar:
         batch = [examples[i] for i in batches[step]]
-        with _autocast(cfg, backend.device):
+        with autocast_for(cfg, backend.device):
             logp = sequence_logprobs(
                 model, [e.prompt_ids for e in batch], [e.completion_ids for e in batch], 1.0, pad_id=backend.pad_id
             )  # (B, C)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from milepost.agent.loop import BackendPolicy, Job, run_episodes
 from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
@@ -26,6 +25,7 @@ from milepost.backends.logprobs import sequence_logprobs
 from milepost.config import to_yaml
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import append_jsonl, atomic_write_text, read_jsonl
+from milepost.progress import progress_bar
 from milepost.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
@@ -34,10 +34,17 @@ from milepost.training.checkpoint import (
 )
 from milepost.training.config import Phase, TrainConfig
 from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum
-from milepost.training.losses import ISConfig, importance_weights, kl_penalty, mse_policy_loss, reinforce_loss
+from milepost.training.losses import (
+    ISConfig,
+    importance_weights,
+    kl_penalty,
+    log_ratios,
+    mse_policy_loss,
+    reinforce_loss,
+)
 from milepost.training.mira import MiRA, step_rewards, trajectory_rewards
 from milepost.training.returns import advantages
-from milepost.training.sft import agent_settings, env_factory, load_policy, make_agent, select_tasks
+from milepost.training.sft import agent_settings, autocast_for, env_factory, load_policy, make_agent, select_tasks
 from milepost.types import Episode
 
 
@@ -126,34 +133,37 @@ def update(
     """M minibatch steps over the iteration's turns; returns the loss and importance-weight statistics.
 
     The objective is the REINFORCE loss with importance weights, or with MiRA's ``objective: mse`` the
-    regression (beta log(pi / pi_ref) - A)^2 against ``ref``; ``mira.kl_coef`` adds KL(pi || pi_ref).
+    regression (beta log(pi / pi_ref) - A)^2 against ``ref``; ``mira.kl_coef`` adds KL(pi || pi_ref). The
+    importance-weight statistics (``masked_frac``, ``mean_weight``) are reported only by the objective that
+    uses the weights; ``onpolicy_rho*`` (the geometric-mean ratio rho_geo of the first minibatch, scored before
+    any step of this iteration, so 1 unless sampler and trainer disagree) are reported by both.
     """
     order = list(range(len(samples)))
     rng.shuffle(order)
     m = min(cfg.rl.minibatches, len(order))
     chunks = [order[i::m] for i in range(m)]
     is_cfg = ISConfig(cfg.rl.is_cap, cfg.rl.is_low, cfg.rl.is_high, cfg.rl.is_truncate, cfg.rl.is_mask)
-    a = cfg.agent
+    mira = cfg.mira if cfg.mira.enabled else None
+    regression = mira is not None and mira.objective == "mse" and ref is not None
+    beta, kl_coef = (mira.beta, mira.kl_coef) if mira is not None else (0.0, 0.0)
     stats = {"loss": 0.0, "kept": 0.0, "weight": 0.0, "grad_norm": 0.0, "turns": 0.0, "tokens": 0.0}
+    onpolicy: dict[str, float] = {}
     device = next(model.parameters()).device
     model.train()
-    autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16) if cfg.bf16 else contextlib.nullcontext()
 
     def logprobs_of(net: Any, batch: list[TurnSample]) -> torch.Tensor:
-        """(B, C) log-probs of the batch's response tokens under ``net`` at the rollout's sampling settings."""
-        with autocast:
+        """(B, C) log-probs of the batch's response tokens under ``net``, scored as the rollout scored them."""
+        with autocast_for(cfg, device):
             out = sequence_logprobs(
                 net,
                 [s.prompt_ids for s in batch],
                 [s.completion_ids for s in batch],
-                a.temperature,
-                a.top_p,
-                a.top_k,
+                cfg.agent.temperature,
                 pad_id=pad_id,
             )
         return out.float()
 
-    for chunk in chunks:
+    for j, chunk in enumerate(chunks):
         batch = [samples[i] for i in chunk]
         logp = logprobs_of(model, batch)  # (B, C)
         width = logp.shape[1]
@@ -161,38 +171,46 @@ def update(
         mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(device)  # (B, C)
         old = _pad([s.logprobs for s in batch], width).to(device)
         adv = torch.tensor([s.advantage for s in batch], device=device)
-        weights, kept = importance_weights(logp, old, mask, is_cfg)
+        if j == 0:
+            rho_geo = log_ratios(logp, old, mask)[1].exp()  # (B,)
+            onpolicy = {
+                "onpolicy_rho": float(rho_geo.mean()),
+                "onpolicy_rho_min": float(rho_geo.min()),
+                "onpolicy_rho_max": float(rho_geo.max()),
+            }
         ref_logp = None
         if ref is not None:
             with torch.no_grad():
                 ref_logp = logprobs_of(ref, batch)
-        mira = cfg.mira if cfg.mira.enabled else None
-        if mira is not None and mira.objective == "mse" and ref_logp is not None:
-            loss = mse_policy_loss(logp, ref_logp, mask, adv, mira.beta)
+        if regression and ref_logp is not None:
+            loss = mse_policy_loss(logp, ref_logp, mask, adv, beta)
         else:
+            weights, kept = importance_weights(logp, old, mask, is_cfg)
             loss = reinforce_loss(logp, mask, adv, weights)
-        if mira is not None and mira.kl_coef > 0 and ref_logp is not None:
-            loss = loss + mira.kl_coef * kl_penalty(logp, ref_logp, mask)
+            stats["kept"] += kept.float().sum().item()
+            stats["weight"] += weights.sum().item()
+        if kl_coef > 0 and ref_logp is not None:
+            loss = loss + kl_coef * kl_penalty(logp, ref_logp, mask)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.grad_clip)
         optimizer.step()
         stats["loss"] += loss.item() / m
-        stats["kept"] += kept.float().sum().item()
-        stats["weight"] += weights.sum().item()
         stats["grad_norm"] += float(grad) / m
         stats["turns"] += len(batch)
         stats["tokens"] += int(lengths.sum())
     model.eval()
     n = max(stats["turns"], 1.0)
-    return {
+    out = {
         "loss": stats["loss"],
-        "masked_frac": 1.0 - stats["kept"] / n,
-        "mean_weight": stats["weight"] / n,
         "grad_norm": stats["grad_norm"],
         "turns": stats["turns"],
         "tokens": stats["tokens"],
+        **onpolicy,
     }
+    if not regression:
+        out |= {"masked_frac": 1.0 - stats["kept"] / n, "mean_weight": stats["weight"] / n}
+    return out
 
 
 def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
@@ -284,7 +302,10 @@ def train_rl(
         model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
     else:
         model, tokenizer = load_policy(cfg, run_dir)
-    backend = HFBackend(model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}")
+    # Rollouts run at the precision the loss scores at, so on-policy rho is 1 (logged as train/onpolicy_rho).
+    backend = HFBackend(
+        model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}", autocast=torch.bfloat16 if cfg.bf16 else None
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
     mira = MiRA(cfg, model, backend.pad_id, min(backend.eos_ids)) if cfg.mira.enabled else None
     curricula: dict[str, FailureCurriculum] = {}
@@ -335,10 +356,10 @@ def train_rl(
                 {"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm},
             )
 
-    bar = tqdm(
+    bar = progress_bar(
         range(start, cfg.rl.iterations),
         desc=f"train [{cfg.name}]",
-        disable=not progress,
+        enabled=progress,
         initial=start,
         total=cfg.rl.iterations,
     )

@@ -11,7 +11,7 @@ import torch
 
 from milepost.backends.base import GenerationRequest, ModelLoadError, SamplingParams
 from milepost.backends.hf import HFBackend, render_prompt
-from milepost.backends.logprobs import sequence_logprobs, shared_prefix_length
+from milepost.backends.logprobs import process_logits, sequence_logprobs, shared_prefix_length
 from milepost.envs import make_env
 
 PROMPTS = ["Solve", "value(3, r1c2)", "ACTION: value(1, r2c2)\nREASON: box 1 is nearly done, so fill it"]
@@ -115,15 +115,23 @@ def test_logprobs_match_recomputation(backend: HFBackend, params: SamplingParams
         assert recomputed[b, : len(c.logprobs)].tolist() == pytest.approx(c.logprobs, abs=1e-5)
 
 
-def test_truncation_changes_the_logprobs(backend: HFBackend) -> None:
+def test_truncation_limits_the_draws_but_not_the_scored_logprobs(backend: HFBackend) -> None:
     full = SamplingParams(temperature=1.0, max_new_tokens=8, seed=5)
     cut = SamplingParams(temperature=1.0, top_k=5, max_new_tokens=8, seed=5)
     a = backend.generate([GenerationRequest(prompt=PROMPTS[2], params=full)])[0]
     b = backend.generate([GenerationRequest(prompt=PROMPTS[2], params=cut)])[0]
     assert a.logprobs is not None and b.logprobs is not None
-    assert max(b.logprobs) > max(a.logprobs)  # renormalised over 5 tokens, each kept token gains mass
-    top5 = sequence_logprobs(backend.model, [b.prompt_ids], [b.completion_ids], 1.0, top_k=5)
-    assert torch.isfinite(top5).all()
+    # Every token drawn under top-k = 5 is among the 5 most likely of its step ...
+    ids = torch.tensor([b.prompt_ids + b.completion_ids])
+    with torch.no_grad():
+        logits = backend.model(ids).logits[0, len(b.prompt_ids) - 1 : -1]  # (C, V)
+    ranks = (logits > logits.gather(-1, torch.tensor(b.completion_ids).unsqueeze(-1))).sum(-1)
+    assert int(ranks.max()) < 5
+    # ... and is scored under the untruncated distribution, as the trainer scores it (finite for any token).
+    expected = torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(b.completion_ids).unsqueeze(-1))
+    assert b.logprobs == pytest.approx(expected.squeeze(-1).tolist(), abs=1e-4)
+    anything = sequence_logprobs(backend.model, [b.prompt_ids], [[int(logits[0].argmin())]], 1.0)
+    assert torch.isfinite(anything).all()
 
 
 def test_stop_string_cuts_ids_and_text_at_the_same_token(backend: HFBackend) -> None:
@@ -276,16 +284,20 @@ def test_draws_follow_the_processed_distribution(backend: HFBackend) -> None:
         for s in range(n)
     ]
     done = backend.generate(reqs)
+    prompt = torch.tensor([done[0].prompt_ids])
+    with torch.no_grad():
+        logits = backend.model(prompt).logits[0, -1]  # (V,)
+    sampled = process_logits(logits, 2.0, top_k=3).exp()  # what is drawn from
+    scored = torch.log_softmax(logits.float() / 2.0, -1)  # what is reported (untruncated, tempered)
     counts: dict[int, int] = {}
-    probs: dict[int, float] = {}
     for c in done:
-        assert c.logprobs is not None and all(lp > float("-inf") for lp in c.logprobs)
+        assert c.logprobs is not None and c.logprobs[0] == pytest.approx(float(scored[c.completion_ids[0]]), abs=1e-4)
         counts[c.completion_ids[0]] = counts.get(c.completion_ids[0], 0) + 1
-        probs[c.completion_ids[0]] = float(torch.tensor(c.logprobs[0]).exp())
-    assert len(counts) <= 3 and sum(probs.values()) == pytest.approx(1.0, abs=1e-4)
+    assert len(counts) <= 3 and all(sampled[tok] > 0 for tok in counts)
     for tok, k in counts.items():  # within 4.5 standard deviations of the binomial mean
-        sd = (n * probs[tok] * (1 - probs[tok])) ** 0.5
-        assert abs(k - n * probs[tok]) <= 4.5 * sd + 1
+        prob = float(sampled[tok])
+        sd = (n * prob * (1 - prob)) ** 0.5
+        assert abs(k - n * prob) <= 4.5 * sd + 1
 
 
 def test_relative_path_under_an_existing_folder_is_not_a_hub_name(

@@ -199,8 +199,9 @@ def _mira_cfg(data: Path, **mira: object) -> TrainConfig:
 
 
 # First policy losses and critic losses of the seeded MiRA run below (shipped checkpoint, seed 0). A change
-# to the checkpoint, the environment's text, the critics or the advantage moves them.
-PINNED_MIRA: list[float] = [1.1062, 0.0878, 0.3407]
+# to the checkpoint, the environment's text, the critics or the advantage moves them. (The policy loss was
+# 1.1062 with ``terminal_potential: label``, the default until the review; the critics' losses did not move.)
+PINNED_MIRA: list[float] = [0.9343, 0.0878, 0.3407]
 
 
 def _rows(path: Path) -> list[str]:
