@@ -7,7 +7,7 @@ from collections.abc import Callable
 from milepost.envs.actions import ActionMode
 from milepost.envs.webshop.distance import DistanceModel
 from milepost.envs.webshop.goal import Requirement, get_shop
-from milepost.envs.webshop.render import render_text
+from milepost.envs.webshop.render import TEXTBOX, elements, render_text
 from milepost.envs.webshop.state import ADD, BUY, CHECKOUT, ITEM, TAB, Action, Order, ShopState, parse_action
 from milepost.errors import InputError
 from milepost.types import Subgoal, Task
@@ -122,18 +122,45 @@ class WebShopRules:
         self.goal_distance = self.model.goal_distance()
         self._distance: int | None = self.goal_distance
         self.subgoals, self._kinds = make_subgoals(self.order, self.model)
+        self._last = Action("click", "")  # the plain form of the last applied action
 
     # -- Rules protocol ------------------------------------------------------------------------------------
 
     def parse(self, piece: str) -> Action | None:
-        return parse_action(piece)
+        action = parse_action(piece)
+        if action is not None and action.ref and self.render_mode != "accessibility":
+            return None  # element numbers exist only in the accessibility-tree observation
+        return action
+
+    def resolve(self, action: Action) -> Action | str:
+        """A numbered-element action as the plain action it stands for on the current page, or why it is not one."""
+        if not action.ref:
+            return action
+        items = elements(self.state)
+        if not 2 <= action.ref <= len(items) + 1:
+            return f"there is no element [{action.ref}] on this page (elements 1-{len(items) + 1})"
+        role, name, value = items[action.ref - 2]
+        if action.kind == "search":
+            return (
+                Action("search", action.value)
+                if role == TEXTBOX
+                else f"[{action.ref}] {role} {name[:40]!r} is not a text box"
+            )
+        if role == TEXTBOX:
+            return f"[{action.ref}] is the search box: type [{action.ref}] [your query]"
+        return Action("click", value) if value else f"[{action.ref}] {role} {name[:40]!r} is not clickable"
 
     def check(self, action: Action) -> str | None:
-        return self.state.why_illegal(action)
+        plain = self.resolve(action)
+        return plain if isinstance(plain, str) else self.state.why_illegal(plain)
 
     def apply(self, action: Action) -> bool:
+        plain = self.resolve(action)
+        if isinstance(plain, str):
+            raise ValueError(plain)
+        self._last = plain
         before = self._distance
-        self.state.apply(action)
+        self.state.apply(plain)
         self._distance = self.model.remaining(self.state)
         return before is not None and self._distance is not None and self._distance < before
 
@@ -147,6 +174,7 @@ class WebShopRules:
         return self._distance
 
     def touched_subgoals(self, action: Action) -> list[int]:
+        action = self._last if action.ref else action  # called right after apply
         kinds = self._kinds
         if action.kind == "search":
             return kinds["search"]
@@ -156,7 +184,7 @@ class WebShopRules:
         return kinds["open"] + kinds["options"]
 
     def format_action(self, action: Action) -> str:
-        return action.text()
+        return self._last.text() if action.ref else action.text()
 
     def render(self, feedback: str | None) -> str:
         page = render_text(self.state, self.render_mode)
@@ -172,11 +200,17 @@ class WebShopRules:
             how = "Give one or more actions per turn, separated by ';'; they are applied in order."
         else:
             how = f"Give between 1 and {mode.k} actions per turn, separated by ';'; they are applied in order."
+        refs = (
+            " The page is an accessibility tree of numbered elements: click [N] clicks element N and "
+            "type [N] [QUERY] searches from the search box N (search[...] and click[...] work too)."
+            if self.render_mode == "accessibility"
+            else ""
+        )
         return (
             f"You are shopping in a web store. Instruction: {self.order.instruction()}. Actions: search[QUERY] on "
             "the search page; click[VALUE] where VALUE is a clickable of the current page (a product id, an option "
             "value, Next >, < Prev, Back to Search, Description, Features, Reviews, Add to Cart, Buy Now, "
             "Checkout). Add to Cart adds the open product with the selected options and returns to the search "
             "page; Buy Now buys the cart plus the open product and ends the episode; Checkout (search page) buys "
-            f"the cart. A cart line cannot be removed. {how}"
+            f"the cart. A cart line cannot be removed.{refs} {how}"
         )

@@ -27,15 +27,22 @@ MAX_ITEMS = 4
 MAX_QUERY_CHARS = 200
 # WebShop's grammar: search[query] or click[value]; the value is any ASCII text without brackets or newlines.
 _ACTION = re.compile(r"\s*(search|click)\s*\[([^\[\]\n]{1,200})\]\s*\.?\s*", re.IGNORECASE)
+# WebArena's forms over numbered elements: click [12]; type [3] [cotton tee] with an optional [0|1] (press enter).
+_CLICK_REF = re.compile(r"\s*click\s*\[\s*(\d{1,4})\s*\]\s*\.?\s*", re.IGNORECASE)
+_TYPE_REF = re.compile(r"\s*type\s*\[\s*(\d{1,4})\s*\]\s*\[([^\[\]\n]{1,200})\](?:\s*\[\s*[01]\s*\])?\s*\.?\s*", re.I)
 
 
 class Action(NamedTuple):
-    """``search[value]`` or ``click[value]``."""
+    """``search[value]`` or ``click[value]``; with ``ref`` > 0, the accessibility-tree forms ``type [ref] [value]``
+    and ``click [ref]``, which the rules resolve against the current page's numbered elements."""
 
     kind: str  # "search" | "click"
     value: str
+    ref: int = 0
 
     def text(self) -> str:
+        if self.ref:
+            return f"type [{self.ref}] [{self.value}]" if self.kind == "search" else f"click [{self.ref}]"
         return f"{self.kind}[{self.value}]"
 
 
@@ -45,6 +52,13 @@ def parse_action(text: str) -> Action | None:
     Text space)."""
     if not (text.isascii() and text.isprintable()):
         return None
+    m = _CLICK_REF.fullmatch(text)
+    if m is not None:
+        return Action("click", "", int(m[1])) if int(m[1]) > 0 else None
+    m = _TYPE_REF.fullmatch(text)
+    if m is not None:
+        value = " ".join(m[2].split())
+        return Action("search", value, int(m[1])) if value and int(m[1]) > 0 else None
     m = _ACTION.fullmatch(text)
     if m is None:
         return None

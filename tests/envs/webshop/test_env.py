@@ -156,3 +156,57 @@ def test_fuzzed_actions_never_raise_and_rejections_leave_the_state(text: str, on
     action = parse_action(text.strip())
     if action is not None:
         assert action.value.isascii() and "[" not in action.value
+
+
+def test_accessibility_tree_mode_plays_by_element_numbers(two_item_tasks: list[Task]) -> None:
+    from milepost.envs.webshop.render import TEXTBOX, elements
+
+    task = two_item_tasks[1]
+    env = _env(task, render="accessibility")
+    obs, _ = env.reset(options={"task": task})
+    assert obs.startswith("[1] RootWebArea") and "textbox 'Search'" in obs
+    static = next(n for n, (role, _, _) in enumerate(elements(env.state), 2) if role == "StaticText")
+    *_, info = env.step(f"click [{static}]")
+    assert info["reward_terms"]["valid"] == -1.0 and "not clickable" in (info["error"] or "")
+    while True:
+        plain = best_action(env.rules)  # type: ignore[arg-type]
+        assert plain is not None
+        items = elements(env.state)
+        if plain.kind == "search":
+            n = next(i for i, (role, _, _) in enumerate(items, 2) if role == TEXTBOX)
+            answer = f"type [{n}] [{plain.value}] [1]"
+        else:
+            n = next(i for i, (_, _, value) in enumerate(items, 2) if value == plain.value)
+            answer = f"click [{n}]"
+        obs, _, term, _, info = env.step(answer)
+        assert info["actions"] == [plain.text()] and f"[{n}]" not in (info["error"] or "")
+        if term:
+            break
+    assert info["solved"] and info["steps"] == task.goal_distance + 1
+
+
+def test_element_numbers_are_format_errors_outside_the_accessibility_mode(one_item_tasks: list[Task]) -> None:
+    env = _env(one_item_tasks[0])
+    *_, info = env.step("click [3]")
+    assert info["reward_terms"]["format"] == -1.0
+
+
+_REF_ACTIONS = st.one_of(
+    st.builds(lambda n: f"click [{n}]", st.integers(-3, 60)),
+    st.builds(lambda n, v: f"type [{n}] [{v}]", st.integers(0, 60), st.text(max_size=30)),
+    _ACTIONS,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(_REF_ACTIONS, min_size=1, max_size=4))
+def test_fuzzed_accessibility_actions_never_raise(texts: list[str], one_item_tasks: list[Task]) -> None:
+    env = _env(one_item_tasks[2], render="accessibility")
+    for text in texts:
+        before = env.state.key()
+        obs, _, term, trunc, info = env.step(text)
+        assert env.observation_space.contains(obs)
+        if info["error"] is not None:
+            assert env.state.key() == before
+        if term or trunc:
+            break
