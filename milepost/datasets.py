@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from milepost.envs.records import first_problem
 from milepost.errors import InputError
 from milepost.io import atomic_write_json, atomic_write_jsonl, read_jsonl
 from milepost.types import Task
@@ -56,10 +57,15 @@ def write_dataset(
 
 
 def load_tasks(path: str | Path, split: str = "test") -> list[Task]:
-    """The tasks of one split of a dataset folder (or of a ``.jsonl`` file given directly).
+    """The tasks of one split of a dataset folder (or of a ``.jsonl`` file given directly), checked.
+
+    Every record must match the Task contract and its environment (``milepost.envs.records``: payload,
+    recomputed goal distance, level of the table); task ids must be unique in the file and across the
+    folder's splits; a record's ``split`` must name its file; and the folder's ``manifest.json``, when there
+    is one, must agree with the records (environment, board size, levels, counts).
 
     Raises:
-        InputError: a missing folder or split, or a record that does not match the Task contract.
+        InputError: a missing folder or split, or the first bad record, as ``FILE:LINE: FIELD: why``.
     """
     source = Path(path)
     file = source if source.suffix == ".jsonl" else source / f"{split}.jsonl"
@@ -67,13 +73,62 @@ def load_tasks(path: str | Path, split: str = "test") -> list[Task]:
         raise InputError(f"{source}: no such dataset")
     if not file.is_file():
         raise InputError(f"{source}: no {split} split ({file.name} missing)")
-    tasks = []
+    tasks: list[Task] = []
+    lines: list[int] = []
     for lineno, row in enumerate(read_jsonl(file), 1):
         try:
             tasks.append(Task.from_dict(row))
         except InputError as exc:
             raise InputError(f"{file}:{lineno}: {exc}") from None
+        lines.append(lineno)
+    _check_records(file, tasks, lines)
     return tasks
+
+
+def _check_records(file: Path, tasks: list[Task], lines: list[int]) -> None:
+    """The file-level checks of ``load_tasks``: ids, split names, manifest, then each record's content."""
+    split = file.stem if file.stem in SPLITS else None
+    seen: dict[str, int] = {}
+    for task, lineno in zip(tasks, lines):
+        if task.task_id in seen:
+            raise InputError(f"{file}:{lineno}: task_id: {task.task_id!r} is also on line {seen[task.task_id]}")
+        seen[task.task_id] = lineno
+        if split is not None and task.split not in ("", split):
+            raise InputError(f"{file}:{lineno}: split: {task.split!r} in the {split} file")
+    if split is not None:
+        for other in SPLITS:
+            sibling = file.with_name(f"{other}.jsonl")
+            if other == split or not sibling.is_file():
+                continue
+            for lineno, row in enumerate(read_jsonl(sibling), 1):
+                task_id = row.get("task_id")
+                if isinstance(task_id, str) and task_id in seen:
+                    raise InputError(f"{file}:{seen[task_id]}: task_id: {task_id!r} is also in {sibling}:{lineno}")
+    manifest_file = file.parent / "manifest.json"
+    if manifest_file.is_file():
+        _check_manifest(manifest_file, load_manifest(file.parent), file, split, tasks, lines)
+    problem = first_problem(tasks)
+    if problem is not None:
+        raise InputError(f"{file}:{lines[problem.index]}: {problem.field}: {problem.message}")
+
+
+def _check_manifest(
+    where: Path, manifest: dict[str, Any], file: Path, split: str | None, tasks: list[Task], lines: list[int]
+) -> None:
+    """Records against the fields of ``manifest.json`` that it has (hand-made datasets may have fewer)."""
+    levels = manifest.get("levels")
+    for task, lineno in zip(tasks, lines):
+        for name in ("env", "size"):
+            if name in manifest and getattr(task, name) != manifest[name]:
+                value = getattr(task, name)
+                raise InputError(f"{file}:{lineno}: {name}: {value!r}, but {where} says {manifest[name]!r}")
+        if isinstance(levels, dict) and task.level not in levels:
+            known = ", ".join(map(str, levels))
+            raise InputError(f"{file}:{lineno}: level: {task.level!r} is not among {where}'s levels ({known})")
+    counts = manifest.get("counts")
+    expected = counts.get(split) if split is not None and isinstance(counts, dict) else None
+    if isinstance(expected, int) and expected != len(tasks):
+        raise InputError(f"{file}: {len(tasks)} tasks, but {where} counts {expected} in {split}")
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:

@@ -22,10 +22,10 @@ def _task(i: int = 0) -> Task:
         size=4,
         level="S1",
         goal_distance=3,
-        split="test",
+        split="",
         seed=0,
         index=i,
-        payload={"puzzle": "1234341221434321".replace("1", "0", 1), "solution": "1234341221434321"},
+        payload={"puzzle": "1234341221434321".replace("1", "0", 3), "solution": "1234341221434321"},
         meta={"tier": "easy"},
     )
 

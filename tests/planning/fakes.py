@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from milepost.backends.base import GenerationRequest
+from milepost.envs.levels import level_of
 from milepost.envs.rushhour import RushHourEnv
 from milepost.envs.rushhour import make_task as rush_task
 from milepost.envs.sudoku import SudokuEnv
@@ -40,8 +41,11 @@ class CannedBackend:
         return out
 
 
-def sudoku_tasks(count: int, empties: int, seed: int = 3, level: str = "S4") -> list[Task]:
-    return [sudoku_task(*generate_easy(4, empties, seed, i), level=level, index=i) for i in range(count)]
+def sudoku_tasks(count: int, empties: int, seed: int = 3, level: str | None = None) -> list[Task]:
+    """4x4 tasks with ``empties`` empty cells, labelled with the level holding that many unless ``level`` says."""
+    held = level_of("sudoku", 4, empties)
+    name = level or (held.name if held else "")
+    return [sudoku_task(*generate_easy(4, empties, seed, i), level=name, index=i) for i in range(count)]
 
 
 def sudoku_env(task: Task | None = None, **kwargs: object) -> SudokuEnv:

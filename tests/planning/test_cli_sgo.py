@@ -26,7 +26,7 @@ def test_plan_prints_subgoals_and_predicates(capsys: pytest.CaptureFixture[str],
     assert [g["env_subgoal"] for g in plan["subgoals"]] == [0, 1, 2] and plan["subgoals"][2]["checkable"]
     data = write_dataset(tmp_path / "ds", {"train": [], "test": sudoku_tasks(3, 6)}, {"seed": 3})
     assert main(["plan", "--env", "sudoku", "--task", f"{data}:2"]) == 0
-    assert "for sudoku4-S4-0-2:" in capsys.readouterr().out
+    assert "for sudoku4-S2-0-2:" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

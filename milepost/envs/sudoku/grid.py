@@ -78,7 +78,7 @@ def parse_grid(text: str, n: int | None = None) -> list[int]:
     for i, ch in enumerate(cleaned):
         if ch in ".0":
             cells.append(0)
-        elif ch.isdigit() and 1 <= int(ch) <= n:
+        elif "1" <= ch <= "9" and int(ch) <= n:  # ASCII only: str.isdigit() also takes "³" and "３"
             cells.append(int(ch))
         else:
             raise InputError(f"sudoku: character {ch!r} at position {i} is not a digit 1-{n}, 0 or '.'")
