@@ -8,6 +8,8 @@ the flat keyword arguments a component takes.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +20,22 @@ from milepost.errors import InputError
 from milepost.types import record_from_dict
 
 C = TypeVar("C")
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 as PyYAML reads it, plus YAML 1.2's floats: ``1e-4`` and ``5.0e-6`` are numbers, not strings."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader subclass: builds plain data only
+
 
 ACTION_MODES = ("atomic", "flexible", "fixed", "slide")
 
@@ -40,8 +58,9 @@ class RewardWeights:
 
     def validate(self) -> None:
         for f in dataclasses.fields(self):
-            if getattr(self, f.name) < 0:
-                raise ValueError(f"reward.{f.name}: weights must be >= 0, got {getattr(self, f.name)}")
+            value = getattr(self, f.name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"reward.{f.name}: weights must be finite and >= 0, got {value}")
 
 
 @dataclass
@@ -118,18 +137,40 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: list[st
         if not source.is_file():
             raise InputError(f"config {source}: no such file")
         try:
-            loaded = yaml.safe_load(source.read_text(encoding="utf-8"))
+            loaded = _yaml(source.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise InputError(f"config {source}: not a UTF-8 text file") from None
         except yaml.YAMLError as exc:
-            raise InputError(f"config {source}: not valid YAML ({exc})") from None
+            raise InputError(f"config {source}: not valid YAML ({' '.join(str(exc).split())})") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise InputError(f"config {source}: the top level must be a mapping")
         data = loaded or {}
     for item in overrides or []:
         apply_override(data, item)
+    refuse_non_finite(data, "config")
     try:
         return record_from_dict(cls, data, where="config")
     except ValueError as exc:
         raise InputError(str(exc)) from None
+
+
+def refuse_non_finite(node: Any, where: str) -> None:
+    """Raise on the first NaN or infinity in a loaded config tree (YAML's ``.nan``, ``.inf``, ``1.0e+999``).
+
+    No config value is meant to be non-finite, and a check such as ``lr > 0`` lets NaN through (every comparison
+    with NaN is false), so they are refused here, for every float field of every config, before any check runs.
+
+    Raises:
+        InputError: naming the field, e.g. ``config.rl.lr: must be a finite number, got nan``.
+    """
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InputError(f"{where}: must be a finite number, got {node}")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            refuse_non_finite(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            refuse_non_finite(value, f"{where}[{i}]")
 
 
 def apply_override(data: dict[str, Any], item: str) -> None:
@@ -138,7 +179,7 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     if not sep or not key.strip():
         raise InputError(f"override {item!r}: expected key=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = _yaml(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw
     node = data
