@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import sys
+
 import pytest
 
 from milepost.envs.levels import get_level, parse_levels
@@ -106,10 +109,21 @@ def test_small_board_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(forms) == len(set(forms)) == found + 360
 
 
-def test_progress_bar_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_on_stderr_only_when_it_is_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     build_dataset(4, parse_levels("S2", "sudoku", 4), 3, 1, seed=0, progress=True)
     captured = capsys.readouterr()
-    assert "sudoku 4x4" in captured.err and captured.out == ""
+    assert captured.err == "" and captured.out == ""  # a log file or a pipe gets no carriage-return noise
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    build_dataset(4, parse_levels("S2", "sudoku", 4), 3, 1, seed=0, progress=True)
+    assert "sudoku 4x4" in terminal.getvalue() and capsys.readouterr().out == ""
 
 
 def test_errors(monkeypatch: pytest.MonkeyPatch) -> None:
