@@ -1,0 +1,90 @@
+"""``milepost shop``: serve a web-shop task as a web page (search box, results, product page, cart).
+
+The page is driven by the same environment as the text shop: every button is a ``click[...]`` action, the search
+box a ``search[...]``, with the same rewards and subgoal events. Pick the task from a dataset (``--data`` with
+``--task-id`` or ``--index``) or generate one (``--items``, ``--level``, ``--seed``). ``--replay EPISODES.jsonl``
+loads a recorded episode of that task (``--episode`` picks the line; default the first of the task) so that
+"Replay next step" steps through it. Binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from milepost.errors import InputError
+from milepost.types import Task
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("shop", help="serve a web-shop task as a web page", description=__doc__)
+    p.add_argument("--data", default=None, help="dataset folder (from `milepost data webshop`) or a .jsonl file")
+    p.add_argument("--split", default="test", help="split of --data (default test)")
+    p.add_argument("--task-id", default=None, help="task of --data by id")
+    p.add_argument("--index", type=int, default=0, help="task of --data by position (default 0)")
+    p.add_argument("--items", type=int, default=1, help="generated task: items per order (default 1)")
+    p.add_argument("--level", default=None, help="generated task: goal-distance level, e.g. 3-5")
+    p.add_argument("--seed", type=int, default=0, help="generated task: seed (default 0)")
+    p.add_argument("--replay", default=None, help="episodes.jsonl of an eval run to step through")
+    p.add_argument("--episode", type=int, default=None, help="line of --replay (default: the first of the task)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p.set_defaults(func=run)
+
+
+def pick_task(args: argparse.Namespace) -> Task:
+    """The task the arguments name (from a dataset, or freshly generated)."""
+    if args.data is not None:
+        from milepost.datasets import load_tasks
+
+        tasks = load_tasks(args.data, args.split)
+        if args.task_id is not None:
+            found = [t for t in tasks if t.task_id == args.task_id]
+            if not found:
+                raise InputError(f"{args.data}: no task {args.task_id!r} in the {args.split} split")
+            task = found[0]
+        elif not 0 <= args.index < len(tasks):
+            raise InputError(f"--index {args.index}: the {args.split} split has {len(tasks)} tasks")
+        else:
+            task = tasks[args.index]
+        if task.env != "webshop":
+            raise InputError(f"task {task.task_id} is a {task.env} task, not webshop")
+        return task
+    from milepost.envs.webshop import WebShopEnv
+
+    return WebShopEnv(size=args.items, level=args.level).sample_task(args.seed)
+
+
+def replay_texts(path: str, task: Task, line: int | None) -> list[str]:
+    """The answer texts of a recorded episode of ``task`` (each turn's full text, errors included)."""
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"--replay {source}: no such file")
+    rows = [json.loads(text) for text in source.read_text(encoding="utf-8").splitlines() if text.strip()]
+    if line is not None:
+        if not 0 <= line < len(rows):
+            raise InputError(f"--episode {line}: {source} has {len(rows)} episodes")
+        row = rows[line]
+        if row.get("task_id") != task.task_id:
+            raise InputError(f"--episode {line} is of task {row.get('task_id')!r}, not {task.task_id!r}")
+    else:
+        row = next((r for r in rows if r.get("task_id") == task.task_id), None)
+        if row is None:
+            raise InputError(f"{source}: no episode of task {task.task_id!r}")
+    return [str(turn.get("text", "")) for turn in row.get("turns", [])]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from milepost.envs.webshop.html import create_app
+    except ImportError as exc:
+        raise InputError(f"milepost shop needs the serve extra (fastapi, uvicorn, jinja2): {exc}") from None
+    task = pick_task(args)
+    replay = replay_texts(args.replay, task, args.episode) if args.replay else None
+    app = create_app(task, replay)
+    print(f"milepost shop: task {task.task_id} (goal distance {task.goal_distance}) on http://{args.host}:{args.port}/")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,178 @@
+"""The shop as a web page: the same steps, rewards and subgoal events as the text environment, through HTML forms
+(FastAPI's test client) and through a real headless browser (Debian's chromium + chromedriver, via Selenium)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from milepost.envs.webshop import WebShopEnv
+from milepost.envs.webshop.moves import best_action
+from milepost.types import Task
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient
+
+from milepost.envs.webshop.html import create_app, element_id
+
+
+def text_episode(task: Task) -> tuple[list[str], dict[str, Any]]:
+    """The oracle's actions on the text environment and what the episode ended with."""
+    env = WebShopEnv(size=task.size)
+    env.reset(options={"task": task})
+    actions, rewards, events = [], 0.0, []
+    while True:
+        action = best_action(env.rules)  # type: ignore[arg-type]
+        assert action is not None
+        _, reward, term, trunc, info = env.step(action.text())
+        actions.append(action.text())
+        rewards += reward
+        events.append(list(info["new_subgoals"]))
+        if term or trunc:
+            break
+    products = env.state.order.shop.catalogue.products
+    purchased = [products[p].pid for p, _ in env.state.purchased or ()]
+    return actions, {"reward": rewards, "events": events, "purchased": purchased, "solved": info["solved"]}
+
+
+def check_same(snapshot: dict[str, Any], expected: dict[str, Any]) -> None:
+    assert snapshot["solved"] == expected["solved"] is True
+    assert snapshot["purchased"] == expected["purchased"]
+    assert snapshot["total_reward"] == pytest.approx(expected["reward"])
+    assert [e["new_subgoals"] for e in snapshot["events"]] == expected["events"]
+    assert all(e["error"] is None for e in snapshot["events"])
+
+
+def test_html_forms_replay_the_oracle_with_the_same_rewards_and_events(two_item_tasks: list[Task]) -> None:
+    task = two_item_tasks[0]
+    actions, expected = text_episode(task)
+    client = TestClient(create_app(task))
+    page = client.get("/").text
+    assert 'id="search-input"' in page and "Instruction:" in page
+    for action in actions:
+        if action.startswith("search["):
+            response = client.post("/search", data={"query": action[7:-1]})
+        else:
+            value = action[6:-1]
+            assert f'id="{element_id(value)}"' in client.get("/").text  # the page shows a button for it
+            response = client.post("/act", data={"action": action})
+        assert response.status_code == 200  # followed the redirect back to the page
+    check_same(client.get("/state.json").json(), expected)
+    assert "Thank you for shopping" in client.get("/").text
+
+
+def test_replay_steps_through_a_recorded_episode(one_item_tasks: list[Task]) -> None:
+    task = one_item_tasks[0]
+    actions, expected = text_episode(task)
+    texts = [f"REASON: go. ACTION: {a}" for a in actions]
+    client = TestClient(create_app(task, replay=texts))
+    assert "Replay next step" in client.get("/").text
+    for _ in texts:
+        client.post("/replay/next")
+    check_same(client.get("/state.json").json(), expected)
+    client.post("/reset")
+    assert client.get("/state.json").json()["steps"] == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_headless_browser_clicks_through_the_oracle_episode(two_item_tasks: list[Task], tmp_path: Path) -> None:
+    """Skipped where Selenium or Debian's chromium / chromedriver are missing (``apt-get install chromium
+    chromium-driver``; ``pip install selenium``); nothing is downloaded at test time."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    uvicorn = pytest.importorskip("uvicorn")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.skip("chromium and chromedriver are not installed")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    task = two_item_tasks[1]
+    actions, expected = text_episode(task)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(task), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1200,900",
+    ):
+        options.add_argument(flag)
+    driver = None
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        driver = webdriver.Chrome(service=Service(driver_path), options=options)
+        base = f"http://127.0.0.1:{port}"
+        driver.get(base + "/")
+        artefacts = Path(os.environ.get("MILEPOST_TEST_ARTIFACTS", tmp_path))
+        artefacts.mkdir(parents=True, exist_ok=True)
+        shot = None
+        for action in actions:
+            page = driver.find_element(By.TAG_NAME, "html")
+            if action.startswith("search["):
+                box = driver.find_element(By.ID, "search-input")
+                box.clear()
+                box.send_keys(action[7:-1])
+                driver.find_element(By.ID, "search-button").click()
+            else:
+                driver.find_element(By.ID, element_id(action[6:-1])).click()
+            WebDriverWait(driver, 10).until(expected_conditions.staleness_of(page))  # the next page has loaded
+            if shot is None and driver.find_elements(By.ID, "product-title"):
+                shot = artefacts / "webshop_product_page.png"
+                driver.save_screenshot(str(shot))
+        assert driver.find_element(By.ID, "done").text.startswith("Thank you")
+        driver.get(base + "/state.json")
+        import json
+
+        snapshot = json.loads(driver.find_element(By.TAG_NAME, "body").text)
+        check_same(snapshot, expected)
+        assert shot is not None and shot.stat().st_size > 1000
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_shop_command_checks_its_task_and_replay_arguments(tmp_path: Path) -> None:
+    from milepost.cli.main import main
+    from milepost.cli.shop import pick_task, replay_texts
+
+    data = tmp_path / "shop"
+    assert main(["data", "webshop", "--train", "2", "--test", "2", "--catalogue-size", "300", "--out", str(data)]) == 0
+    assert main(["shop", "--data", str(data), "--index", "9"]) == 2
+    assert main(["shop", "--data", str(data), "--task-id", "nope"]) == 2
+    assert main(["shop", "--data", str(data), "--replay", str(tmp_path / "missing.jsonl")]) == 2
+    import argparse
+    import json
+
+    args = argparse.Namespace(data=str(data), split="test", task_id=None, index=1)
+    task = pick_task(args)
+    episodes = tmp_path / "episodes.jsonl"
+    row = {"task_id": task.task_id, "turns": [{"text": "ACTION: click[Back to Search]"}]}
+    episodes.write_text(json.dumps(row) + "\n")
+    assert replay_texts(str(episodes), task, None) == ["ACTION: click[Back to Search]"]
