@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 GYMNASIUM_ENVS = {
     "milepost/Sudoku-v0": "milepost.envs.sudoku:SudokuEnv",
     "milepost/RushHour-v0": "milepost.envs.rushhour:RushHourEnv",
+    "milepost/WebShop-v0": "milepost.envs.webshop:WebShopEnv",
 }
 
 

@@ -210,3 +210,19 @@ def test_fuzzed_accessibility_actions_never_raise(texts: list[str], one_item_tas
             assert env.state.key() == before
         if term or trunc:
             break
+
+
+def test_import_milepost_is_enough_for_gymnasium_make_webshop() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import milepost, gymnasium, sys\n"
+        "assert 'milepost.envs' not in sys.modules\n"
+        "env = gymnasium.make('milepost/WebShop-v0')\n"
+        "obs, info = env.reset(seed=0)\n"
+        "assert env.observation_space.contains(obs) and info['goal_distance'] > 0\n"
+        "assert 'torch' not in sys.modules and 'fastapi' not in sys.modules, 'heavy import'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
