@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from milepost.agent.loop import AgentSettings, Job, run_episodes
+from milepost.backends.base import GenerationRequest, SamplingParams
 from milepost.backends.hf import HFBackend
 from milepost.backends.openai_compat import OpenAIBackend
 from milepost.backends.scripted import ScriptedPolicy
@@ -17,6 +18,7 @@ from milepost.cli.main import main
 from milepost.datasets import write_dataset
 from milepost.envs.sudoku import SudokuEnv
 from milepost.planning import LLMJudge, LLMPlanner, SGOAgent
+from milepost.planning.validator import judge_messages, parse_verdict
 from milepost.serve.app import create_app
 from milepost.serve.runner import BackgroundServer
 from milepost.types import Subgoal
@@ -45,8 +47,17 @@ def test_llm_planner_and_judge_over_http(remote: OpenAIBackend) -> None:
     assert plan.source == "fallback" and len(plan.notes) == 3
     assert all(n.startswith(("attempt 1:", "attempt 2:")) for n in plan.notes[:2])
     assert sorted(plan.refs) == [0, 1, 2, 3]  # type: ignore[type-var]
-    verdict = LLMJudge(remote).judge(Subgoal(0, "Complete box 1", "box 1 holds 1-4"), env.rules.render(None))
-    assert verdict in (True, False, None)
+    subgoal, state = Subgoal(0, "Complete box 1", "box 1 holds 1-4"), env.rules.render(None)
+    verdict = LLMJudge(remote).judge(subgoal, state)
+    # The judge decodes greedily: its verdict is the first YES / NO of the served answer to the same request.
+    params = SamplingParams(temperature=0.0, max_new_tokens=8, seed=0, logprobs=False)
+    served = remote.generate([GenerationRequest(messages=judge_messages(subgoal, state), params=params)])[0]
+    assert served.finish_reason in ("stop", "length") and served.text
+    assert verdict is parse_verdict(served.text)
+    assert LLMJudge(remote).judge(subgoal, state) is verdict  # deterministic
+    # A judge whose server cannot be reached abstains instead of failing the episode.
+    with OpenAIBackend(NAME, "http://127.0.0.1:9/v1", max_retries=0, timeout=2.0) as dead:
+        assert LLMJudge(dead).judge(subgoal, state) is None
 
 
 def test_sgo_episodes_with_a_served_planner_and_judge(remote: OpenAIBackend) -> None:
