@@ -20,6 +20,7 @@ from milepost.envs.rushhour.board import parse_board
 from milepost.envs.rushhour.distances import board_distances
 from milepost.envs.rushhour.rules import task_board
 from milepost.envs.sudoku.rules import task_grids
+from milepost.envs.webshop.records import check_record as webshop_record
 from milepost.errors import InputError
 from milepost.types import Task
 
@@ -118,4 +119,8 @@ def _rush_distances(rush: list[tuple[int, Task]]) -> Problem | None:
     return None
 
 
-_CHECKS: dict[str, Callable[[Task], tuple[str, str] | None]] = {"sudoku": _sudoku, "rushhour": _rushhour}
+_CHECKS: dict[str, Callable[[Task], tuple[str, str] | None]] = {
+    "sudoku": _sudoku,
+    "rushhour": _rushhour,
+    "webshop": webshop_record,
+}

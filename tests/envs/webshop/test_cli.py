@@ -60,3 +60,15 @@ def test_play_webshop_reads_actions_from_stdin(
     assert main(["play", "webshop", "--seed", "2"]) == 0
     out = capsys.readouterr().out
     assert "Goal distance:" in out and "Last action rejected" in out and "Page 1 (Total results" in out
+
+
+def test_a_tampered_goal_distance_is_refused_on_load(tmp_path: Path) -> None:
+    from milepost.errors import InputError
+
+    out = tmp_path / "shop"
+    assert main(["data", "webshop", "--train", "2", "--test", "2", "--catalogue-size", "300", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "test.jsonl").read_text().splitlines()]
+    rows[1]["goal_distance"] += 1
+    (out / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(InputError, match=r"test\.jsonl:2: goal_distance: .* shortest purchase takes"):
+        load_tasks(out, "test")
