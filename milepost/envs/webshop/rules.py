@@ -64,24 +64,23 @@ def make_subgoals(order: Order, model: DistanceModel) -> tuple[list[Subgoal], di
     their indices (which subgoals an action of that kind can complete)."""
     goals: list[Subgoal] = []
     kinds: dict[str, list[int]] = {k: [] for k in (*SUBGOAL_KINDS, "checkout")}
-    products = order.shop.catalogue.products
     for i, (req, target) in enumerate(zip(order.items, order.targets)):
         n = i + 1
-        pid = products[target].pid
         first = len(goals)
         specs: list[tuple[str, str, str, int, Callable[[ShopState], bool]]] = [
-            ("search", f"Search so that the results list item {n} ({req.ptype}, {pid})",
-             f"the results of the last search contain {pid}", 1, _searched(target)),
-            ("open", f"Open the page of item {n} ({pid})", f"the product page of {pid} is open",
+            ("search", f"Search so that the results list item {n} (the {req.ptype})",
+             f"the results of the last search contain the {req.ptype} that item {n} asks for", 1, _searched(target)),
+            ("open", f"Open the page of item {n} (the {req.ptype})",
+             f"the page of the {req.ptype} that meets item {n} is open",
              model.best_page[i] + 1, _opened(target)),
         ]  # fmt: skip
         if req.options:
             wanted = ", ".join(f"{d}: {v}" for d, v in req.options)
             specs.append(
-                ("options", f"Select the options of item {n} ({wanted})", f"on the page of {pid}, {wanted} selected",
+                ("options", f"Select the options of item {n} ({wanted})", f"on that product's page, {wanted} selected",
                  len(req.options), _options_set(target, req))
             )  # fmt: skip
-        specs.append(("cart", f"Put item {n} ({pid}) in the cart", f"a cart line is {pid} with {req.phrase()}", 1,
+        specs.append(("cart", f"Put item {n} (the {req.ptype}) in the cart", f"a cart line is {req.phrase()}", 1,
                       _in_cart(i)))  # fmt: skip
         for kind, description, criteria, steps, predicate in specs:
             kinds[kind].append(len(goals))

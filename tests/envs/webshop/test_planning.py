@@ -61,3 +61,12 @@ def test_a_product_outside_the_order_rejects_the_plan(two_item_tasks: list[Task]
         domain.resolve({"description": "open B0ZZZZZZZZ"}, env, domain.vocabulary(env))
     with pytest.raises(PlanRejected, match="does not exist"):
         domain.resolve({"description": "search for item 7"}, env, domain.vocabulary(env))
+
+
+def test_subgoal_texts_do_not_reveal_the_target_products(two_item_tasks: list[Task]) -> None:
+    for task in two_item_tasks:
+        env = _env(task)
+        texts = " ".join(f"{g.description} {g.success_criteria}" for g in env.subgoals)
+        ids = [item["product_id"] for item in task.payload["items"]]
+        assert all(pid not in texts and pid.lower() not in texts.lower() for pid in ids)
+        assert "item 2" in texts
