@@ -12,6 +12,7 @@ from dataclasses import dataclass
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _REASON = re.compile(r"REASON\s*:\s*(.*?)(?=,?\s*ACTION\s*:|$)", re.DOTALL | re.IGNORECASE)
 _ACTION = re.compile(r"ACTION\s*:\s*(.*)", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile("ACTION", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,12 @@ def parse_answer(text: str) -> ParsedAnswer:
     rest = _THINK.sub(" ", text) if think_match else text
     reason_match = _REASON.search(rest)
     reason = reason_match.group(1).strip().rstrip(",").strip() if reason_match else ""
-    tag = rest.upper().rfind("ACTION")
+    # The last ACTION tag, found in ``rest`` itself: an index into rest.upper() is off after a character whose
+    # upper case is longer ("ß" -> "SS").
+    tags = [m.start() for m in _TAG.finditer(rest)]
     action = ""
-    if tag >= 0:
-        action_match = _ACTION.match(rest, tag)
+    if tags:
+        action_match = _ACTION.match(rest, tags[-1])
         if action_match:
             action = action_match.group(1).strip()
     return ParsedAnswer(think=think, reason=reason, action=action)

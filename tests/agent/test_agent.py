@@ -27,12 +27,53 @@ def test_parse_answer_parts() -> None:
     assert c.action == "" and c.think.startswith("unfinished")
     assert parse_answer("value(1, r1c1)").action == ""
     assert parse_answer(format_answer("why", "move(B, up)", think="t")).action == "move(B, up)"
+    # a character whose upper case is longer ("ß" -> "SS") before the tag must not shift it
+    assert parse_answer("REASON: Straße ß ACTION: value(1, r1c1)").action == "value(1, r1c1)"
 
 
-@given(st.text(max_size=300))
+def _free(text: str) -> bool:
+    """No tag of the answer format inside (any case), so the text can fill one part of an answer."""
+    low = text.lower()
+    return not any(tag in low for tag in ("action", "reason", "<think>", "</think>"))
+
+
+_PART = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40).filter(_free)
+_ACTIONS = st.one_of(
+    _PART, st.from_regex(r"value\([1-9], r[1-9]c[1-9]\)(; value\([1-9], r[1-9]c[1-9]\))*", fullmatch=True)
+)
+
+
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.builds(
+            lambda *p: "".join(p),
+            _PART,
+            st.sampled_from(["ACTION:", "REASON:", "<think>", "</think>", "action :"]),
+            _PART,
+        ),
+    )
+)
 def test_parse_answer_never_raises(text: str) -> None:
     parsed = parse_answer(text)
     assert isinstance(parsed.action, str) and isinstance(parsed.reason, str)
+    assert parsed.action == parsed.action.strip() and parsed.reason == parsed.reason.strip()
+    if "action" not in text.lower():
+        assert parsed.action == ""
+
+
+@given(
+    think=st.one_of(st.none(), _PART.filter(str.strip)),
+    reason=_PART,
+    action=_ACTIONS,
+    tail=st.sampled_from(["", "\n", "  "]),
+)
+def test_parse_answer_recovers_a_well_formed_answer(think: str | None, reason: str, action: str, tail: str) -> None:
+    """Whatever fills the parts, an answer in the format parses back to its parts."""
+    parsed = parse_answer(format_answer(reason, action, think=think) + tail)
+    assert parsed.action == action.strip()
+    assert parsed.reason == reason.strip().rstrip(",").strip()
+    assert parsed.think == (think or "").strip()
 
 
 def test_memory_window_and_prompt() -> None:
