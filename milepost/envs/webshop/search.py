@@ -1,7 +1,7 @@
 """BM25 search over the catalogue: an inverted index with per-posting weights, deterministic ties, cached queries.
 
 Hand-written rather than a library: ``rank-bm25`` scores every document of the corpus in Python for each query
-(no inverted index; about 100x slower here at 10,000 products, see benchmarks/bench_webshop.py, which measures
+(no inverted index; over 100x slower here at 10,000 products, see benchmarks/bench_webshop.py, which measures
 it in the same run) and ``bm25s`` pulls in scipy; neither breaks ties by a fixed order. The scoring is
 Okapi BM25 with Lucene's idf, ``k1 = 1.5``, ``b = 0.75`` over each product's title, attributes, type and
 category. Results are ordered by score, then by product index, and cut at ``MAX_RESULTS`` (WebShop's 50).

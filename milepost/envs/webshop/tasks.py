@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from milepost.envs.webshop.catalogue import CATALOGUE_VERSION
-from milepost.envs.webshop.distance import DistanceModel
+from milepost.envs.webshop.distance import INF, DistanceModel
 from milepost.envs.webshop.goal import Requirement, Shop, get_shop, instruction_text, make_requirement
 from milepost.envs.webshop.state import MAX_ITEMS, Order
 from milepost.errors import InputError
@@ -31,7 +31,7 @@ def draw_order(shop: Shop, k: int, rng: random.Random, pool: Sequence[int] | Non
     candidates = pool if pool is not None else range(len(products))
     if len(candidates) < k:
         raise InputError(f"webshop: the product pool has {len(candidates)} products, fewer than {k}")
-    targets = rng.sample(list(candidates), k) if pool is not None else rng.sample(range(len(products)), k)
+    targets = rng.sample(candidates, k)
     reqs = []
     for t in targets:
         req = make_requirement(shop, products[t], rng)
@@ -56,7 +56,7 @@ def make_task(
     number of actions to a successful purchase. ``meta`` gets the per-item result pages and option counts."""
     shop = get_shop(catalogue_seed, catalogue_size)
     model = DistanceModel(Order(shop, tuple(reqs)))
-    if any(p >= 10**9 for p in model.best_page):
+    if any(p >= INF for p in model.best_page):
         raise InputError("webshop: a target is not found by any canonical query")
     tag = f"{split}-" if split else ""
     info: dict[str, Any] = {
