@@ -3,7 +3,6 @@ answers; bounded retries; the programmatic fallback with its recorded reasons.""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
@@ -164,13 +163,6 @@ def test_rush_hour_plans_map_vehicles_and_check_the_board() -> None:
             _plan(answer, env)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.text(max_size=400))
-def test_any_text_is_a_plan_or_a_rejection(text: str) -> None:
-    with contextlib.suppress(PlanRejected):
-        _plan(text)
-
-
 _JSON = st.recursive(
     st.none()
     | st.booleans()
@@ -211,3 +203,66 @@ def test_any_json_is_a_plan_or_a_rejection(value: object) -> None:
         except PlanRejected:
             continue
         assert len(plan) >= 1 and set(r for r in plan.refs if r is not None) == {g.index for g in env.subgoals}
+
+
+# Planner-shaped answers: prose around a JSON plan (bare, fenced, or a list of descriptions), and plain text.
+_ITEMS = st.lists(
+    st.sampled_from(
+        [
+            "complete box 1",
+            "box 2",
+            "fill box 3",
+            "box 4",
+            "vehicle G",
+            "vehicle F",
+            "move(G, down)",
+            "A to the exit",
+            "r1c2",
+            "anything",
+        ]
+    ),
+    min_size=1,
+    max_size=6,
+)
+_ANSWERS = st.one_of(
+    st.text(max_size=400),
+    st.builds(
+        lambda pre, body, post, fence: f"{pre}{'```json' if fence else ''}\n{body}\n{'```' if fence else ''}{post}",
+        st.text(max_size=30),
+        st.one_of(_JSON.map(json.dumps), _ITEMS.map(json.dumps)),
+        st.sampled_from(["", "\nThat is the plan.", " and more"]),
+        st.booleans(),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ANSWERS)
+def test_any_text_is_a_plan_or_a_rejection(text: str) -> None:
+    """Any answer is a plan covering every environment subgoal, or a rejection with a one-line reason."""
+    for env in (sudoku_env(), rush_env()):
+        try:
+            plan = _plan(text, env)
+        except PlanRejected as exc:
+            assert str(exc).strip() and "\n" not in str(exc)
+            continue
+        limits = PlanLimits()
+        assert 1 <= len(plan) <= limits.max_subgoals and len(plan.refs) == len(plan.subgoals)
+        assert {r for r in plan.refs if r is not None} == {g.index for g in env.subgoals}
+        assert [g.index for g in plan.subgoals] == list(range(len(plan)))
+        assert all(g.description.strip() and len(g.description) <= limits.max_text_chars for g in plan.subgoals)
+
+
+def test_plan_strategy_reaches_accepted_plans() -> None:
+    """The answers above are not all rejections: some parse to plans for each environment."""
+    from hypothesis import find
+
+    for env in (sudoku_env(), rush_env()):
+
+        def accepted(text: str, env=env) -> bool:  # type: ignore[no-untyped-def]
+            try:
+                return len(_plan(text, env)) >= 1
+            except PlanRejected:
+                return False
+
+        assert accepted(find(_ANSWERS, accepted))
