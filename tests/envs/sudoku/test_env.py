@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import milepost.envs  # noqa: F401 - registers the environments
@@ -203,16 +203,67 @@ def test_unbounded_and_fixed_macro_modes(task4: Task) -> None:
     assert info["correct_actions"] == 2
 
 
-@settings(max_examples=300, deadline=None)
-@given(text=st.text(max_size=200))
-def test_arbitrary_text_never_raises_and_errors_change_nothing(text: str) -> None:
+# Action-shaped answers (fills in both argument orders, near misses out of range, up to three per turn, noise
+# between them) mixed with plain text, so that the fuzzing reaches applied, illegal and unparsable actions.
+_FILL = st.builds(
+    lambda d, r, c, flip: f"value(r{r}c{c}, {d})" if flip else f"value({d}, r{r}c{c})",
+    st.integers(1, 4) | st.sampled_from([0, 5]),
+    st.integers(1, 4) | st.sampled_from([0, 5]),
+    st.integers(1, 4) | st.sampled_from([0, 5]),
+    st.booleans(),
+)
+_ANSWERS = st.one_of(
+    st.text(max_size=200),
+    st.builds(
+        lambda pre, acts: f"{pre}ACTION: " + "; ".join(acts),
+        st.sampled_from(["", "REASON: it fits ", "<think>x</think> "]),
+        st.lists(st.one_of(_FILL, _FILL, st.text(max_size=8)), max_size=3),
+    ),
+)
+
+
+def _fuzz_env() -> SudokuEnv:
     env = SudokuEnv(size=4, action_mode="flexible", macro_k=2, wrong_fill="continue")
     env.reset(seed=5)
+    return env
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_ANSWERS)
+def test_arbitrary_text_never_raises_and_errors_change_nothing(text: str) -> None:
+    env = _fuzz_env()
     before = list(env.state.cells)
     obs, reward, _, _, info = env.step(text)
-    assert isinstance(obs, str) and isinstance(reward, float)
+    assert isinstance(reward, float) and env.observation_space.contains(obs)
+    changed = [i for i, (a, b) in enumerate(zip(before, env.state.cells)) if a != b]
     if info["reward_terms"]["format"]:
-        assert env.state.cells == before and info["actions"] == []
+        # an unparsable answer or too many actions: nothing applied
+        assert env.state.cells == before and info["actions"] == [] and info["error"]
+    else:
+        # each applied action wrote one empty cell; an illegal one stopped the macro with a reason
+        assert len(changed) == len(info["actions"]) <= info["n_requested"] <= 2
+        assert all(before[i] == 0 for i in changed)
+        assert (info["reward_terms"]["valid"] == -1.0) == (info["error"] is not None)
+        if info["error"] is not None:
+            assert len(info["actions"]) < info["n_requested"]
+
+
+_FIND = settings(max_examples=5000, phases=[Phase.generate])  # any example will do: no shrinking
+
+
+def test_fuzz_answers_reach_applied_and_illegal_actions() -> None:
+    """The strategy above is not vacuous: it draws answers that apply actions and answers that break a rule."""
+    from hypothesis import find
+
+    def outcome(text: str) -> dict:  # type: ignore[type-arg]
+        return dict(_fuzz_env().step(text)[4])
+
+    applied = find(_ANSWERS, lambda t: len(outcome(t)["actions"]) >= 1, settings=_FIND)
+    assert len(outcome(applied)["actions"]) >= 1
+    illegal = find(
+        _ANSWERS, lambda t: outcome(t)["reward_terms"]["valid"] == -1.0, settings=settings(max_examples=5000)
+    )
+    assert outcome(illegal)["reward_terms"]["valid"] == -1.0
 
 
 @settings(max_examples=200, deadline=None)
