@@ -98,3 +98,28 @@ def test_closed_form_equals_bfs_when_the_target_is_on_a_later_results_page() -> 
         assert bfs_distance(rules.state) == task.goal_distance
         for state in _walk_states(rules, rng, 16):
             assert rules.model.remaining(state) == bfs_distance(state), repr(state)
+
+
+def test_noisy_oracle_error_modes_do_what_they_say(two_item_tasks: list[Task]) -> None:
+    from milepost.envs.webshop import moves
+    from milepost.envs.webshop.state import parse_action
+
+    rng = random.Random(3)
+    for task in two_item_tasks[:3]:
+        rules = _rules(task)
+        while not rules.is_solved():
+            here = rules.remaining_distance()
+            assert here is not None
+            bad = parse_action(moves.illegal(rules, rng))
+            assert bad is not None and rules.check(bad) is not None
+            assert parse_action(moves.malformed(rng)) is None
+            detour = moves.wrong(rules, rng)
+            if detour is not None:
+                probe = _rules(task)
+                probe.state = rules.state.clone()
+                probe.apply(parse_action(detour))  # type: ignore[arg-type]
+                assert probe.remaining_distance() is not None and probe.remaining_distance() >= here  # type: ignore[operator]
+                assert probe.state.purchased is None
+            legal = parse_action(moves.random_legal(rules, rng) or "")
+            assert legal is not None and rules.check(legal) is None
+            rules.apply(best_action(rules))  # type: ignore[arg-type]
