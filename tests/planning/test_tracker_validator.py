@@ -48,11 +48,50 @@ def test_sudoku_programmatic_plan_is_deterministic_complete_and_followable() -> 
     assert plan.source == "programmatic" and sorted(plan.refs) == [g.index for g in env.subgoals]  # type: ignore[type-var]
     assert plan.refs == ProgrammaticPlanner().plan(sudoku_env()).refs
     assert [g.estimated_steps for g in plan.subgoals] == [env.subgoals[r].estimated_steps for r in plan.refs]  # type: ignore[index]
-    # The 9x9 planner orders all 27 units and its focus moves are always the solution's digits.
-    nine = SudokuEnv(size=9, level="L3", subgoals=("boxes", "rows", "cols"))
-    nine.reset(seed=2)
-    plan9 = ProgrammaticPlanner().plan(nine)
-    assert sorted(plan9.refs) == list(range(len(nine.subgoals)))  # type: ignore[type-var]
+    # Followable: working on the first unfinished item with its focus moves solves the puzzle, every move is
+    # the solution's digit, and the environment latches the subgoals in exactly the plan's order.
+    refs, latched, fallbacks = _follow(sudoku_env())
+    assert latched == refs
+    # The 9x9 planner orders all 27 units and follows them without ever needing the oracle's help.
+    for seed in (0, 2):
+        nine = SudokuEnv(size=9, level="L3", subgoals=("boxes", "rows", "cols"), max_steps=200)
+        nine.reset(seed=seed)
+        refs, latched, fallbacks = _follow(nine)
+        assert sorted(refs) == list(range(len(nine.subgoals))) == sorted(latched)  # type: ignore[type-var]
+        assert latched == refs and fallbacks == 0
+
+
+def _follow(env: SudokuEnv) -> tuple[list[int | None], list[int], int]:
+    """Play ``env`` along its programmatic plan: (plan refs, subgoals in the order the env latched them, turns
+    on which the current item had no focus move and the oracle's best cell was played instead)."""
+    from milepost.envs.sudoku.rules import oracle_fill
+
+    plan = ProgrammaticPlanner().plan(env)
+    domain = domain_for(env)
+    vocab = domain.vocabulary(env)
+    latched: list[int] = []
+    fallbacks = 0
+    solved = False
+    for _ in range(env.max_steps):
+        pending = [r for r in plan.refs if r is not None and r not in latched]
+        if not pending:
+            break
+        move = domain.focus_move(env, vocab.for_env(pending[0]))
+        if move is None:
+            fallbacks += 1
+            fill = oracle_fill(env.state)
+            assert fill is not None
+            action = fill.text()
+        else:
+            action = move[0]
+        _, _, terminated, truncated, info = env.step(action)
+        assert info["correct_actions"] == 1 and info["error"] is None, action  # the solution's digit
+        latched += info["new_subgoals"]
+        solved = info["solved"]
+        if terminated or truncated:
+            break
+    assert solved
+    return plan.refs, latched, fallbacks
 
 
 def test_rush_hour_programmatic_plan_is_the_optimal_clearing_order() -> None:
