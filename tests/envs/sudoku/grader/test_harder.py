@@ -79,15 +79,21 @@ def test_walk_keeps_the_anchor_or_gives_up() -> None:
         puzzle, solution = minimal_puzzle(rng)
         found = grade(puzzle, solution)
     anchor = anchor_of(found, "hard")
-    made = walk_down(puzzle, solution, found, "hard", L5, 33, rng)
-    if made is not None:
-        assert made.anchor == anchor and anchor in made.grade.techniques
-        assert L5.contains(made.puzzle.count(0)) and made.puzzle.count(0) >= 33
+    assert anchor is not None and puzzle.count(0) == 55
+    # Levels L4-L7 are reachable from this 55-empty seed: the walk lands inside the level, on or below the
+    # target's empties, keeping the hard tier and the anchor technique, with the seed's clues plus solution digits.
+    for name, target in (("L4", 26), ("L5", 33), ("L7", 45)):
+        level = get_level("sudoku", 9, name)
+        made = walk_down(puzzle, solution, found, "hard", level, target, random.Random(0))
+        assert made is not None, name
+        assert made.anchor == anchor and anchor in made.grade.techniques and made.grade.tier == "hard"
+        assert level.contains(made.puzzle.count(0)) and made.puzzle.count(0) >= target
         assert all(p in (0, s) for p, s in zip(made.puzzle, solution))
-    # A level the seed cannot reach without losing the technique ends the walk with None, never a wrong tier.
-    l1 = get_level("sudoku", 9, "L1")
-    low = walk_down(puzzle, solution, found, "hard", l1, 11, random.Random(0))
-    assert low is None or (low.grade.tier == "hard" and anchor in low.grade.techniques)
+        assert all(m == p for m, p in zip(made.puzzle, puzzle) if p)  # clues are only added
+    # L1-L3 need more clues than the technique survives: the walk ends with None, never a wrong tier.
+    for name in ("L1", "L2", "L3"):
+        level = get_level("sudoku", 9, name)
+        assert walk_down(puzzle, solution, found, "hard", level, level.hi, random.Random(0)) is None, name
 
 
 def test_keep_tier_mode_only_checks_the_tier() -> None:
