@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+# Special tokens that mark chat roles in the templates models ship with (milepost's tiny models, ChatML, Llama).
+_CHAT_ROLE_TOKEN = re.compile(r"assistant|im_start|start_header_id|\[INST\]", re.IGNORECASE)
 # Rows leave the batch (and the KV cache is compacted) once at least this share of it has finished:
 # compacting copies the whole cache, so doing it on every finished row would cost more than it saves.
 _PRUNE_FRACTION = 0.25
@@ -231,6 +233,31 @@ class HFBackend:
                 f"{self.name}: tokenizer has {len(self.tokenizer)} tokens but the model's embedding has {embed}"
             )
         self.vocab_limit = embed
+        self._check_chat_template()
+
+    def _check_chat_template(self) -> None:
+        """Refuse a chat model whose template is missing; say loudly which format plain models get.
+
+        Without a template, messages become ``plain_renderer`` text. A tokenizer whose special tokens name chat
+        roles (``<|assistant|>``, ``<|im_start|>``...) was trained on a template, so that fallback would silently
+        give every prompt a format the model never saw (rc 0, every episode a format spiral): refused.
+        """
+        if getattr(self.tokenizer, "chat_template", None):
+            return
+        special = [str(t) for t in getattr(self.tokenizer, "all_special_tokens", [])]
+        special += [str(t) for t in getattr(self.tokenizer, "additional_special_tokens", None) or []]
+        added = getattr(self.tokenizer, "get_added_vocab", None)
+        if callable(added):
+            special += [str(t) for t in added()]
+        roles = sorted({t for t in special if _CHAT_ROLE_TOKEN.search(t)})
+        if roles:
+            raise ModelLoadError(
+                f"{self.name}: the tokenizer has chat-role tokens ({', '.join(roles[:3])}) but no chat template "
+                "(chat_template.jinja is missing from the model folder): restore it"
+            )
+        log.warning(
+            "%s has no chat template: chat messages are rendered as plain 'Role: content' paragraphs", self.name
+        )
 
     def _eos_ids(self) -> frozenset[int]:
         ids: set[int] = set()

@@ -13,10 +13,13 @@ earlier pickle format (``trainer_state.pt``) are refused with a one-line error r
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,3 +250,35 @@ def write_run_config(run_dir: str | Path, config_yaml: str, *, resume: bool) -> 
             raise InputError(f"{run_dir} already holds a run; pass --resume to continue it or use a new --out")
     atomic_write_text(path, config_yaml)
     atomic_write_json(Path(run_dir) / "run.json", {"config": "config.yaml"})
+
+
+@contextlib.contextmanager
+def start_guard(run_dir: str | Path) -> Iterator[None]:
+    """Undo what a failed start wrote into ``run_dir``, so the corrected command can use the same ``--out``.
+
+    Entries of ``run_dir`` created inside the block (``config.yaml``, ``run.json``, ``initial/``...) are removed
+    when the block raises, and ``run_dir`` itself when the block created it; what was there before (an earlier
+    run being resumed) is left alone. Wrap only the set-up: once training has written results, they stay.
+    """
+    folder = Path(run_dir)
+    existed = folder.exists()
+    before = set(os.listdir(folder)) if existed else set()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            shutil.rmtree(folder, ignore_errors=True)
+        elif folder.is_dir():
+            for name in set(os.listdir(folder)) - before:
+                target = folder / name
+                shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+        raise
+
+
+def restore_state(name: str, load: Callable[[Any], Any], state: Any, checkpoint: Path) -> None:
+    """``load(state)`` (an optimizer's or scheduler's ``load_state_dict``), any failure a one-line error."""
+    try:
+        load(state)
+    except Exception as exc:  # torch raises ValueError, KeyError, RuntimeError... for a mismatched state
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{checkpoint}: the {name} state does not fit this run ({first})") from exc

@@ -42,8 +42,10 @@ from milepost.progress import progress_bar
 from milepost.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
+    restore_state,
     save_checkpoint,
     set_rng_state,
+    start_guard,
     write_run_config,
 )
 from milepost.training.config import TrainConfig
@@ -233,21 +235,22 @@ def sft_batches(
 def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, progress: bool = True) -> Path:
     """Run SFT and return the final model directory (``out_dir/final``)."""
     run_dir = Path(out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_yaml = to_yaml(cfg)
-    write_run_config(run_dir, config_yaml, resume=resume)
     torch.set_num_threads(cfg.threads)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    ckpt = latest_checkpoint(run_dir) if resume else None
-    model, tokenizer = (
-        load_model(ckpt, *resolve_device_dtype(cfg.device, "float32")) if ckpt else load_policy(cfg, run_dir)
-    )
-    backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
-    tasks = select_tasks(cfg, "train")
-    rng = random.Random(cfg.seed)
-    tasks = rng.sample(tasks, min(cfg.sft.tasks, len(tasks)))
-    examples = demonstrations(cfg, tasks, backend, progress=progress)
+    with start_guard(run_dir):  # a start that fails here leaves no files behind
+        tasks = select_tasks(cfg, "train")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_run_config(run_dir, config_yaml, resume=resume)
+        ckpt = latest_checkpoint(run_dir) if resume else None
+        model, tokenizer = (
+            load_model(ckpt, *resolve_device_dtype(cfg.device, "float32")) if ckpt else load_policy(cfg, run_dir)
+        )
+        backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
+        rng = random.Random(cfg.seed)
+        tasks = rng.sample(tasks, min(cfg.sft.tasks, len(tasks)))
+        examples = demonstrations(cfg, tasks, backend, progress=progress)
     steps_per_epoch = math.ceil(len(examples) / cfg.sft.batch_size)
     total_steps = max(1, int(cfg.sft.epochs * steps_per_epoch))
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.sft.lr, weight_decay=cfg.sft.weight_decay)
@@ -263,8 +266,8 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
     start = 0
     if ckpt is not None:
         state, meta = load_checkpoint_state(ckpt)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        restore_state("optimizer", optimizer.load_state_dict, state["optimizer"], ckpt)
+        restore_state("scheduler", scheduler.load_state_dict, state["scheduler"], ckpt)
         set_rng_state(state["rng"])
         start = meta.step
     batches = sft_batches(

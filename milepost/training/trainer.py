@@ -29,7 +29,9 @@ from milepost.progress import progress_bar
 from milepost.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
+    restore_state,
     save_checkpoint,
+    start_guard,
     write_run_config,
 )
 from milepost.training.config import Phase, TrainConfig
@@ -292,47 +294,51 @@ def train_rl(
     ``stop_after`` ends the run after that many iterations as if it had been killed (for resume tests).
     """
     run_dir = Path(out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_yaml = to_yaml(cfg)
-    write_run_config(run_dir, config_yaml, resume=resume)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
-    ckpt = latest_checkpoint(run_dir) if resume else None
-    if ckpt is not None:
-        model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
-    else:
-        model, tokenizer = load_policy(cfg, run_dir)
-    # Rollouts run at the precision the loss scores at, so on-policy rho is 1 (logged as train/onpolicy_rho).
-    backend = HFBackend(
-        model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}", autocast=torch.bfloat16 if cfg.bf16 else None
-    )
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
-    mira = MiRA(cfg, model, backend.pad_id, min(backend.eos_ids)) if cfg.mira.enabled else None
-    curricula: dict[str, FailureCurriculum] = {}
-    phase_outcomes: list[EpisodeOutcome] = []
     pools: dict[str, list[Any]] = {}
-    start = 0
-    if ckpt is not None:
-        state, meta = load_checkpoint_state(ckpt)
-        optimizer.load_state_dict(state["optimizer"])
-        start = meta.step
-        _truncate_metrics(run_dir / "metrics.jsonl", start)
-        extra = state.get("extra_state") or {}
-        if mira is not None and "mira" in extra:
-            mira.load_state_dict(extra["mira"], model)
-            phase_outcomes = [EpisodeOutcome(*o) for o in extra["phase_outcomes"]]
-            for levels, cur_state in extra["curricula"].items():
-                pools[levels] = select_tasks(cfg, "train", levels or None)
-                curricula[levels] = _curriculum(cfg, pools[levels])
-                curricula[levels].load_state_dict(cur_state)
-    settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
-    policy = BackendPolicy(backend, settings)
-    make = None
 
     def pool_of(phase: Phase) -> list[Any]:
         if phase.levels not in pools:
             pools[phase.levels] = select_tasks(cfg, "train", phase.levels or None)
         return pools[phase.levels]
+
+    with start_guard(run_dir):  # a start that fails here leaves no files behind
+        for phase in cfg.rl.curriculum or [phase_at(cfg, 0)]:
+            pool_of(phase)  # every phase's tasks exist before anything is written
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_run_config(run_dir, config_yaml, resume=resume)
+        ckpt = latest_checkpoint(run_dir) if resume else None
+        if ckpt is not None:
+            model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
+        else:
+            model, tokenizer = load_policy(cfg, run_dir)
+        # Rollouts run at the precision the loss scores at, so on-policy rho is 1 (logged as train/onpolicy_rho).
+        backend = HFBackend(
+            model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}", autocast=torch.bfloat16 if cfg.bf16 else None
+        )
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+        mira = MiRA(cfg, model, backend.pad_id, min(backend.eos_ids)) if cfg.mira.enabled else None
+        curricula: dict[str, FailureCurriculum] = {}
+        phase_outcomes: list[EpisodeOutcome] = []
+        start = 0
+        if ckpt is not None:
+            state, meta = load_checkpoint_state(ckpt)
+            restore_state("optimizer", optimizer.load_state_dict, state["optimizer"], ckpt)
+            start = meta.step
+            extra = state.get("extra_state") or {}
+            if mira is not None and "mira" in extra:
+                mira.load_state_dict(extra["mira"], model)
+                phase_outcomes = [EpisodeOutcome(*o) for o in extra["phase_outcomes"]]
+                for levels, cur_state in extra["curricula"].items():
+                    curricula[levels] = _curriculum(cfg, pool_of(Phase(levels=levels, iterations=1)))
+                    curricula[levels].load_state_dict(cur_state)
+    if ckpt is not None:
+        _truncate_metrics(run_dir / "metrics.jsonl", start)
+    settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
+    policy = BackendPolicy(backend, settings)
+    make = None
 
     def play(tasks: list[Any], seed: int) -> list[Episode]:
         nonlocal make
