@@ -105,7 +105,7 @@ def _check_records(file: Path, tasks: list[Task], lines: list[int]) -> None:
                 if isinstance(task_id, str) and task_id in seen:
                     raise InputError(f"{file}:{seen[task_id]}: task_id: {task_id!r} is also in {sibling}:{lineno}")
     manifest_file = file.parent / "manifest.json"
-    if manifest_file.is_file():
+    if manifest_file.exists():
         _check_manifest(manifest_file, load_manifest(file.parent), file, split, tasks, lines)
     problem = first_problem(tasks)
     if problem is not None:
@@ -134,11 +134,15 @@ def _check_manifest(
 def load_manifest(path: str | Path) -> dict[str, Any]:
     file = Path(path) / "manifest.json"
     if not file.is_file():
-        raise InputError(f"{path}: no manifest.json")
+        raise InputError(f"{path}: no manifest.json" + (" (a folder of that name)" if file.exists() else ""))
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{file}: not UTF-8 text (a binary file?)") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{file}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{file}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise InputError(f"{file}: expected a JSON object")
     return data

@@ -54,14 +54,20 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     source = Path(path)
     if not source.is_file():
         raise InputError(f"{source}: no such file")
-    with source.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, 1):
+    with source.open("rb") as handle:  # bytes, so that a line that is not UTF-8 is named by its number
+        for lineno, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{source}:{lineno}: not UTF-8 text (a binary file?)") from None
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{source}:{lineno}: not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                raise InputError(f"{source}:{lineno}: JSON nested too deeply") from None
             if not isinstance(obj, dict):
                 raise InputError(f"{source}:{lineno}: expected a JSON object")
             yield obj

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 
 from milepost.envs import ENVS, make_env
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     env = make_env(args.env, **kwargs)
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        # Bytes that are not UTF-8 (a binary file piped in) become a format error, not a UnicodeDecodeError.
+        sys.stdin.reconfigure(errors="replace")
     obs, info = env.reset(seed=args.seed)
     print(env.goal_text())
     print(f"Goal distance: {info['goal_distance']} | budget: {env.max_steps} turns | 'quit' to stop\n")

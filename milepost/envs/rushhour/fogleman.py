@@ -58,11 +58,17 @@ def read_fogleman(path: str | os.PathLike[str]) -> list[FoglemanRecord]:
         InputError: a missing file, or the first bad line, named as ``FILE:LINE``.
     """
     source = Path(path)
+    if source.is_dir():
+        raise InputError(f"{source}: a folder, not a file")
     if not source.is_file():
         raise InputError(f"{source}: no such file")
     records = []
-    with source.open(encoding="utf-8") as handle:
-        for lineno, text in enumerate(handle, 1):
+    with source.open("rb") as handle:  # bytes, so that a line that is not UTF-8 is named by its number
+        for lineno, raw in enumerate(handle, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{source}:{lineno}: not UTF-8 text (a binary file?)") from None
             if not text.strip() or text.startswith("#"):
                 continue
             rec = parse_line(text, f"{source}:{lineno}")
