@@ -56,7 +56,8 @@ from milepost.envs.sudoku.generator import generate_easy
 from milepost.io import read_jsonl
 from milepost.training.config import TrainConfig
 from milepost.training.losses import sft_loss
-from milepost.training.sft import Example, demonstrations, prompt_corpus, sft_batches
+from milepost.training.setup import prompt_corpus
+from milepost.training.sft import Example, demonstrations, sft_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"

@@ -51,7 +51,8 @@ from milepost.evaluation.failures import FAILURE_KINDS
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import read_jsonl
 from milepost.training.config import AgentConfig, SFTConfig, TrainConfig
-from milepost.training.sft import demonstrations, prompt_corpus, select_tasks, train_sft
+from milepost.training.setup import prompt_corpus, select_tasks
+from milepost.training.sft import demonstrations, train_sft
 
 RESULTS = Path(__file__).parent / "results"
 ARMS = ("plain", "sgo")

@@ -21,21 +21,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from milepost.agent.loop import Agent, AgentSettings, Job, run_episodes
-from milepost.agent.memory import MemoryItem
-from milepost.agent.prompts import build_messages
+from milepost.agent.loop import Job, run_episodes
 from milepost.backends.base import GenerationRequest
 from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
 from milepost.backends.logprobs import sequence_logprobs
 from milepost.backends.scripted import ScriptedPolicy
 from milepost.config import to_yaml
-from milepost.datasets import load_tasks
-from milepost.envs import make_env
-from milepost.envs.levels import parse_levels
 from milepost.errors import InputError
 from milepost.io import append_jsonl
 from milepost.progress import progress_bar
@@ -50,6 +44,14 @@ from milepost.training.checkpoint import (
 )
 from milepost.training.config import TrainConfig
 from milepost.training.losses import sft_loss
+from milepost.training.setup import (
+    agent_settings,
+    autocast_for,
+    env_factory,
+    load_policy,
+    make_agent,
+    select_tasks,
+)
 from milepost.types import Task
 
 
@@ -57,85 +59,6 @@ from milepost.types import Task
 class Example:
     prompt_ids: list[int]
     completion_ids: list[int]  # the answer's tokens and the end-of-sequence token
-
-
-def select_tasks(cfg: TrainConfig, split: str, levels: str | None = None) -> list[Task]:
-    """The dataset's tasks of ``split`` at ``levels`` (default: the config's training levels, else all)."""
-    tasks = load_tasks(cfg.data, split)
-    if not tasks:
-        raise InputError(f"{cfg.data}: the {split} split is empty")
-    if tasks[0].env != cfg.env.name:
-        raise InputError(f"{cfg.data} holds {tasks[0].env} tasks but env.name is {cfg.env.name}")
-    spec = levels if levels is not None else cfg.levels
-    if spec:
-        wanted = {lv.name for lv in parse_levels(spec, cfg.env.name, tasks[0].size)}
-        tasks = [t for t in tasks if t.level in wanted]
-        if not tasks:
-            raise InputError(f"{cfg.data}: no {split} tasks at levels {spec}")
-    return tasks
-
-
-def env_factory(cfg: TrainConfig, size: int) -> Any:
-    kwargs = cfg.env.env_kwargs()
-    kwargs["size"] = size
-    return lambda: make_env(cfg.env.name, **kwargs)
-
-
-def agent_settings(cfg: TrainConfig, batch_size: int = 64) -> AgentSettings:
-    a = cfg.agent
-    return AgentSettings(
-        memory_k=a.memory_k,
-        temperature=a.temperature,
-        top_p=a.top_p,
-        top_k=a.top_k,
-        max_new_tokens=a.max_new_tokens,
-        batch_size=batch_size,
-    )
-
-
-def make_agent(cfg: TrainConfig) -> Agent | None:
-    """The agent of ``agent.agent_kind`` (None: plain); SGO demonstrations use the programmatic planner."""
-    if cfg.agent.agent_kind == "sgo":
-        from milepost.planning import SGOAgent
-
-        return SGOAgent()
-    return None
-
-
-def prompt_corpus(cfg: TrainConfig) -> list[str]:
-    """Agent prompts of the configured environment (goal, memory, observation), for fitting a tiny tokenizer.
-
-    The backends' default corpus knows the environments' own text but not the agent's prompt wording, which
-    lives a layer above them; without these texts its phrases would cost a token per character. With the SGO
-    agent the corpus also holds its checklists and PROGRESS lines.
-    """
-    out = []
-    make = env_factory(cfg, cfg.env.size)
-    for seed in range(4):
-        env = make()
-        obs, _ = env.reset(seed=seed)
-        memory = [MemoryItem(obs, "only 1 fits r1c1.", "value(1, r1c1)", "r1c1 is already filled")]
-        out += [m["content"] for m in build_messages(env.goal_text(), obs, memory)]
-    if cfg.agent.agent_kind == "sgo":
-        from milepost.planning.sgo import corpus_texts
-
-        out += corpus_texts([make() for _ in range(4)])
-    return out
-
-
-def load_policy(cfg: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
-    """The initial (model, tokenizer): a model directory, or ``tiny:SIZE`` built into ``run_dir/initial``."""
-    device, dtype = resolve_device_dtype(cfg.device, "float32")
-    path = cfg.model
-    if path.startswith("tiny:"):
-        from milepost.backends.tiny import build_tiny_model, default_corpus
-
-        target = run_dir / "initial"
-        if not (target / "config.json").exists():
-            corpus = [*default_corpus(), *prompt_corpus(cfg)]
-            build_tiny_model(target, size=path.partition(":")[2] or "1m", seed=cfg.seed, corpus=corpus)
-        path = str(target)
-    return load_model(path, device, dtype)
 
 
 def demonstrations(
@@ -187,13 +110,6 @@ def demonstrations(
     if not examples:
         raise InputError("no SFT demonstrations: every demonstration turn was an error")
     return examples
-
-
-def autocast_for(cfg: TrainConfig, device: torch.device) -> Any:
-    """bf16 autocast on ``device`` when ``cfg.bf16``, else a no-op context (SFT and RL scoring both use it)."""
-    if not cfg.bf16:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 GROUP_CHUNK = 50

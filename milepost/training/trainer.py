@@ -46,7 +46,7 @@ from milepost.training.losses import (
 )
 from milepost.training.mira import MiRA, step_rewards, trajectory_rewards
 from milepost.training.returns import advantages
-from milepost.training.sft import agent_settings, autocast_for, env_factory, load_policy, make_agent, select_tasks
+from milepost.training.setup import agent_settings, autocast_for, env_factory, load_policy, make_agent, select_tasks
 from milepost.types import Episode
 
 

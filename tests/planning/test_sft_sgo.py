@@ -13,7 +13,8 @@ from milepost.config import EnvConfig, load_config
 from milepost.errors import InputError
 from milepost.planning import parse_progress
 from milepost.training.config import AgentConfig, SFTConfig, TrainConfig
-from milepost.training.sft import demonstrations, prompt_corpus
+from milepost.training.setup import prompt_corpus
+from milepost.training.sft import demonstrations
 from tests.planning.fakes import sudoku_tasks
 
 
