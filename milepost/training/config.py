@@ -149,9 +149,12 @@ class MiRAConfig:
     terms telescope to gamma^T k / K - P(s_0): a partial-credit bonus for the subgoals reached (a failed episode
     with 3 of 4 subgoals gains +0.75 gamma^T), which changes what the policy is rewarded for"""
     estimator: str = "dr"
-    """dr (lambda TD + (1 - lambda) Monte-Carlo) | td (lambda = 1) | mc (G~_t - V(s_t), no doubly-robust mix)"""
+    """dr (lambda TD + (1 - lambda) Monte-Carlo) | td (lambda = 1) | mc (G~_t - V(s_t), no doubly-robust mix) |
+    gae (GAE(gamma, gae_lambda): sum_l (gamma gae_lambda)^l delta_t+l over TD errors)"""
     lam: float = 0.5
     """lambda of the doubly-robust advantage"""
+    gae_lambda: float = 0.95
+    """lambda of ``estimator: gae`` (0.95 as in the framework guide; 0 = one-step TD, 1 = Monte-Carlo)"""
     objective: str = "mse"
     """mse: (beta log(pi / pi_ref) - A)^2 against the previous phase's policy | reinforce: the RL loss of
     ``rl`` (importance weights included) plus ``kl_coef`` x KL(pi || pi_ref)"""
@@ -172,7 +175,7 @@ class MiRAConfig:
     def __post_init__(self) -> None:
         choices = {
             "critic": ("trunk", "separate"),
-            "estimator": ("dr", "td", "mc"),
+            "estimator": ("dr", "td", "mc", "gae"),
             "objective": ("mse", "reinforce"),
             "terminal_potential": ("label", "zero"),
         }
@@ -181,6 +184,8 @@ class MiRAConfig:
                 raise ValueError(f"mira.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if not 0 <= self.lam <= 1:
             raise ValueError(f"mira.lam: must be in [0, 1], got {self.lam}")
+        if not 0 <= self.gae_lambda <= 1:
+            raise ValueError(f"mira.gae_lambda: must be in [0, 1], got {self.gae_lambda}")
         if min(self.potential_lr, self.value_lr, self.beta) <= 0:
             raise ValueError("mira.potential_lr, mira.value_lr and mira.beta must be > 0")
         if self.critic_epochs <= 0 or self.critic_batch < 1 or self.buffer < 1:
@@ -273,7 +278,7 @@ class TrainConfig:
             raise ValueError(
                 "mira.enabled: MiRA's advantages replace subgoal-segmented returns; set rl.subgoal_decomposition false"
             )
-        if self.mira.enabled and self.mira.estimator in ("dr", "td") and self.rl.reward != "outcome":
+        if self.mira.enabled and self.mira.estimator in ("dr", "td", "gae") and self.rl.reward != "outcome":
             # V(s) is a success probability in [0, 1]; the TD part r~_t + gamma V(s_t+1) - V(s_t) assumes the
             # rewards are on the same 0/1 outcome scale, which milestone / guide rewards (up to ~10) are not.
             raise ValueError(

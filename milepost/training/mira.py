@@ -35,7 +35,12 @@ from milepost.training.critics import (
     kendall_tau_b,
     trunk_features,
 )
-from milepost.training.returns import baseline_advantages, combine_with_steps, doubly_robust_advantages
+from milepost.training.returns import (
+    baseline_advantages,
+    combine_with_steps,
+    doubly_robust_advantages,
+    gae_advantages,
+)
 from milepost.types import Episode
 
 
@@ -90,7 +95,7 @@ def episode_advantages(
         potentials: ``(T + 1,)`` P(s_0) .. P(s_T) (P(s_T) already set by the terminal rule).
         values: ``(T + 1,)`` V(s_0) .. V(s_T) with V(s_T) = 0.
         outcome: R in {0, 1}.
-        cfg: the run's config (``mira.estimator``, ``lam``; ``rl.gamma``).
+        cfg: the run's config (``mira.estimator``, ``lam``, ``gae_lambda``; ``rl.gamma``).
         coef: the shaping coefficient c of this iteration.
     """
     gamma = cfg.rl.gamma
@@ -98,6 +103,8 @@ def episode_advantages(
     m = cfg.mira
     if m.estimator == "mc":
         return baseline_advantages(shaped, values, gamma=gamma)
+    if m.estimator == "gae":
+        return gae_advantages(shaped, values, gamma=gamma, lam=m.gae_lambda)
     lam = 1.0 if m.estimator == "td" else m.lam
     return doubly_robust_advantages(shaped, values, outcome, gamma=gamma, lam=lam)
 

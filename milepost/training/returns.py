@@ -168,3 +168,33 @@ def baseline_advantages(rewards: torch.Tensor, values: torch.Tensor, *, gamma: f
     if values.shape[0] != rewards.shape[0] + 1:
         raise ValueError(f"need T + 1 = {rewards.shape[0] + 1} values, got {values.shape[0]}")
     return discounted_returns(rewards, gamma) - values[:-1]
+
+
+def gae_advantages(rewards: torch.Tensor, values: torch.Tensor, *, gamma: float, lam: float = 0.95) -> torch.Tensor:
+    """Generalised advantage estimation, GAE(gamma, lambda) (Schulman et al. 2016, eq. 16; framework guide):
+
+        delta_t = r~_t + gamma * V(s_t+1) - V(s_t),    A_t = sum_{l >= 0} (gamma * lam)^l * delta_{t+l},
+
+    computed backwards as A_t = delta_t + gamma * lam * A_{t+1}. lam = 0 is the one-step TD error, lam = 1 the
+    Monte-Carlo return minus the baseline, G~_t - V(s_t).
+
+    Args:
+        rewards: ``(T,)`` (shaped) rewards r~_t.
+        values: ``(T + 1,)`` V(s_0) .. V(s_T), V(s_T) = 0 for a finished episode (as in
+            :func:`doubly_robust_advantages`).
+        gamma: discount.
+        lam: the GAE lambda (0.95 in the guide).
+    """
+    if values.shape[0] != rewards.shape[0] + 1:
+        raise ValueError(f"need T + 1 = {rewards.shape[0] + 1} values, got {values.shape[0]}")
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"lambda must be in [0, 1], got {lam}")
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    delta = rewards + gamma * values[1:] - values[:-1]  # (T,)
+    out = torch.zeros_like(delta)
+    running = torch.zeros((), dtype=delta.dtype)
+    for t in range(delta.shape[0] - 1, -1, -1):
+        running = delta[t] + gamma * lam * running
+        out[t] = running
+    return out

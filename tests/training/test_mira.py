@@ -150,7 +150,7 @@ def test_failure_curriculum_weights_failures_and_their_neighbours() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["mira.estimator=gae"], "mira.estimator"),
+        (["mira.estimator=vtrace"], "mira.estimator"),
         (["mira.lam=2"], "mira.lam"),
         (["mira.enabled=true", "rl.subgoal_decomposition=true"], "subgoal_decomposition"),
         (["mira.filter_low=0.9", "mira.filter_high=0.5"], "filter_low"),
