@@ -134,6 +134,7 @@ class Turn:
     n_requested: int = 0  # actions the answer asked for (0 on a format error)
     new_subgoals: list[int] = field(default_factory=list)
     state_key: str = ""  # fingerprint of the state the answer was given in (repetition detection)
+    finish_reason: str = "stop"  # the backend's FinishReason; "length": cut at max_new_tokens (collapse signal)
 
 
 @dataclass

@@ -276,6 +276,7 @@ def run_episodes(
                     n_requested=info["n_requested"],
                     new_subgoals=list(info["new_subgoals"]),
                     state_key=state_key,
+                    finish_reason=completion.finish_reason,
                 )
                 ep.turns.append(turn)
                 ep.memory.add(

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from milepost.errors import InputError
 from milepost.evaluation.metrics import Estimate, LevelMetrics
@@ -24,10 +24,25 @@ from milepost.io import read_jsonl
 
 log = logging.getLogger(__name__)
 
-# Training-log curves: (metric key, x key, plot file, y label, scale to percent).
+
+class Curve(NamedTuple):
+    """A training-log curve: its metric key, x key, plot file, y label, whether it is scaled to percent, and
+    whether a higher value is the better one (the "best" column of the training table)."""
+
+    key: str
+    x_key: str
+    file: str
+    ylabel: str
+    percent: bool
+    higher_is_better: bool
+
+
 CURVES = (
-    ("rollout/success", "iteration", "training.png", "rollout success (%)", True),
-    ("train/sft_loss", "step", "sft_loss.png", "SFT loss", False),
+    Curve("rollout/success", "iteration", "training.png", "rollout success (%)", True, True),
+    # The horizon paper's collapse signal (section 4.1): the share of answers cut at max_new_tokens rises
+    # sharply when training collapses.
+    Curve("rollout/max_length", "iteration", "max_length.png", "answers cut at max_new_tokens (%)", True, False),
+    Curve("train/sft_loss", "step", "sft_loss.png", "SFT loss", False, False),
 )
 SMOOTH = 5
 
@@ -186,14 +201,14 @@ def training_table(runs: Sequence[Run]) -> str:
     """Per run and logged curve: points, first, last and best value (each a 5-point running mean)."""
     lines = ["| run | curve | points | first | last | best |", "|---|---|---|---|---|---|"]
     for run in runs:
-        for key, _x, _file, _label, percent in CURVES:
-            points = smooth(run.curves.get(key, []), SMOOTH)
+        for curve in CURVES:
+            points = smooth(run.curves.get(curve.key, []), SMOOTH)
             if not points:
                 continue
-            ys = [100 * y if percent else y for _, y in points]
-            best = max(ys) if percent else min(ys)
-            fmt = "{:.1f}" if percent else "{:.4f}"
-            row = [run.label, key, str(len(ys)), fmt.format(ys[0]), fmt.format(ys[-1]), fmt.format(best)]
+            ys = [100 * y if curve.percent else y for _, y in points]
+            best = max(ys) if curve.higher_is_better else min(ys)
+            fmt = "{:.1f}" if curve.percent else "{:.4f}"
+            row = [run.label, curve.key, str(len(ys)), fmt.format(ys[0]), fmt.format(ys[-1]), fmt.format(best)]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
@@ -266,7 +281,7 @@ def compare(
     parts += [f"- {n}" for n in notes] + ([""] if notes else [])
     if any(r.curves for r in loaded):
         parts += ["### Training curves (5-point running mean)", "", training_table(loaded)]
-        plots += [(f, "training curves") for key, _x, f, *_ in CURVES if any(key in r.curves for r in loaded)]
+        plots += [(c.file, "training curves") for c in CURVES if any(c.key in r.curves for r in loaded)]
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / "comparison.md"
 
@@ -293,11 +308,11 @@ def _plots(out_dir: Path, evaluated: Sequence[Run], loaded: Sequence[Run]) -> li
         no_dots: dict[int, tuple[int, int]] = {}
         series = {r.label: (r.levels or [], no_dots) for r in evaluated}
         files.append(plot_success_vs_distance(out_dir / "comparison.png", series, "success against goal distance"))
-    for key, x_key, name, ylabel, percent in CURVES:
-        curves = {r.label: smooth(r.curves[key], SMOOTH) for r in loaded if key in r.curves}
+    for c in CURVES:
+        curves = {r.label: smooth(r.curves[c.key], SMOOTH) for r in loaded if c.key in r.curves}
         if curves:
             title = f"training curves ({SMOOTH}-point running mean)"
-            files.append(plot_curves(out_dir / name, curves, ylabel, title, xlabel=x_key, percent=percent))
+            files.append(plot_curves(out_dir / c.file, curves, c.ylabel, title, xlabel=c.x_key, percent=c.percent))
     return files
 
 

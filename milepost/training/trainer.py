@@ -227,6 +227,7 @@ def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
         "rollout/correct_actions": sum(t.correct_actions for t in turns) / nt,
         "rollout/subgoals": sum(len(t.new_subgoals) for t in turns) / n,
         "rollout/completion_tokens": sum(len(t.completion_ids) for t in turns) / nt,
+        "rollout/max_length": sum(t.finish_reason == "length" for t in turns) / nt,
     }
 
 
