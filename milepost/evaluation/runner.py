@@ -26,6 +26,7 @@ from milepost.evaluation.failures import is_infra_failure
 from milepost.evaluation.metrics import LevelMetrics, level_metrics, success_by_distance
 from milepost.evaluation.plots import plot_success_vs_distance
 from milepost.evaluation.report import render_report
+from milepost.evaluation.subgoal_quality import quality_table, subgoal_quality
 from milepost.evaluation.tiers import PLOT_NAME as TIER_PLOT
 from milepost.evaluation.tiers import tier_breakdown
 from milepost.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
@@ -280,6 +281,10 @@ def summarise(
 
         sgo = summarise_sgo(valid)
         result["sgo"] = sgo
+    # Do the subgoals (the SGO plan's, the environment's) track success? (SGO paper, section 3)
+    quality = subgoal_quality(valid)
+    if quality:
+        result["subgoal_quality"] = [q.to_dict() for q in quality]
     # Success per (level, technique tier) when the tasks mix tiers (the paper's Figure 12); else nothing.
     tiers = tier_breakdown(tasks, episodes, order, spec.ks, ceiling=fits.__getitem__, seed=spec.seed)
     if tiers is not None:
@@ -290,6 +295,8 @@ def summarise(
         text = render_report(meta, metrics, spec.ks, ranges, PLOT if plots else None, sgo=sgo, note=note)
         if tiers is not None:
             text += "\n" + tiers.markdown(spec.ks, ranges, TIER_PLOT if plots else None)
+        if quality:
+            text += "\n" + quality_table(quality)
         return text
 
     atomic_write_text(out / "report.md", report(plots=True))
