@@ -39,6 +39,9 @@ def first_problem(tasks: Sequence[Task]) -> Problem | None:
     for index, task in enumerate(tasks):
         if task.env not in ENVS:
             return Problem(index, "env", f"unknown environment {task.env!r} (known: {', '.join(ENVS.names())})")
+        for name in ("payload", "meta"):
+            if not isinstance(getattr(task, name), dict):
+                return Problem(index, name, f"expected a JSON object, got {type(getattr(task, name)).__name__}")
         found = _CHECKS.get(task.env, _generic)(task)
         if found is not None:
             return Problem(index, *found)
