@@ -14,8 +14,15 @@ import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, database=None)
+
 if os.environ.get("MILEPOST_CI"):
     settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Rush Hour distance caches go to a folder of this test session, never to the user's ~/.cache."""
+    os.environ["MILEPOST_CACHE_DIR"] = str(tmp_path_factory.mktemp("milepost-cache"))
 
 
 @pytest.fixture(scope="session")
