@@ -36,6 +36,14 @@ def add_parser(envs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--seed", type=int, default=0, help="seed of the puzzles and the split (default 0)")
     p.add_argument("--max-walls", type=int, default=0, help="walls a generated board may have (default 0)")
     p.add_argument("--workers", type=int, default=1, help="processes for generation (default 1)")
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="keep only the tasks some sample of this evaluation run solved (e.g. a `milepost eval --single-turn` "
+        "run on the same dataset; repeatable, one run per split)",
+    )
     p.add_argument("--out", required=True, help="dataset folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -67,6 +75,12 @@ def run(args: argparse.Namespace) -> int:
         levels, args.train, args.test, args.seed, source=args.source, max_walls=args.max_walls,
         workers=args.workers, progress=not args.no_progress, command=command,
     )  # fmt: skip
+    if args.filter:
+        from milepost.evaluation.proxy import filter_splits, filtered_manifest
+
+        splits, kept = filter_splits(splits, args.filter)
+        manifest = filtered_manifest(manifest, splits, kept)
+        manifest["command"] = command + "".join(f" --filter {shlex.quote(r)}" for r in args.filter)
     target = write_dataset(out, splits, manifest, overwrite=args.overwrite)
     counts = manifest["counts"]
     print(f"wrote {counts['train']} train and {counts['test']} test tasks to {target}")

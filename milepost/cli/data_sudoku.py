@@ -58,6 +58,14 @@ def add_parser(envs: argparse._SubParsersAction) -> None:
         help="medium/hard: while adding clues keep the seed's hardest technique of the tier (default) or any "
         "technique of the tier",
     )
+    p.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="keep only the tasks some sample of this evaluation run solved (e.g. a `milepost eval --single-turn` "
+        "run on the same dataset; repeatable, one run per split)",
+    )
     p.add_argument("--out", required=True, help="dataset folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -117,6 +125,12 @@ def run(args: argparse.Namespace) -> int:
         for split, tasks in part.items():
             splits[split].extend(tasks)
     manifest = manifests[tiers[0]] if len(tiers) == 1 else _merged(manifests, splits, command, args)
+    if args.filter:
+        from milepost.evaluation.proxy import filter_splits, filtered_manifest
+
+        splits, kept = filter_splits(splits, args.filter)
+        manifest = filtered_manifest(manifest, splits, kept)
+        manifest["command"] = command + "".join(f" --filter {shlex.quote(r)}" for r in args.filter)
     target = write_dataset(out, splits, manifest, overwrite=args.overwrite)
     print(f"wrote {len(splits['train'])} train and {len(splits['test'])} test tasks to {target}")
     for part_manifest in manifests.values():

@@ -45,6 +45,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--judge", default=None, help="sgo: LLM judge backend (hf:PATH | openai:MODEL@BASE_URL)")
     p.add_argument("--max-replans", type=int, default=2, help="sgo: replans per episode at most")
+    p.add_argument(
+        "--single-turn",
+        action="store_true",
+        help="the short-horizon proxy: Sudoku solved in one answer (the whole board, checked cell by cell), "
+        "Rush Hour with slide moves (compressed horizon)",
+    )
     p.add_argument("--n", type=int, default=4, help="samples per task (n >= every k)")
     p.add_argument("--k", type=_int_list, default=[1, 4], help="pass@k values, e.g. 1,4")
     p.add_argument("--levels", default=None, help="only these levels (e.g. L1-L3 or 4-6,7-9)")
@@ -112,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         judge=args.judge,
         max_replans=args.max_replans,
         http=HTTPOptions(args.timeout, args.max_retries, args.backoff_base, args.backoff_max),
+        single_turn=args.single_turn,
     )
     result = evaluate(spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed)
     from pathlib import Path

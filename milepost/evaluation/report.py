@@ -146,6 +146,19 @@ def render_report(
         f"{meta.get('max_steps')}; {temperature}seed {meta.get('seed')}.",
         "Intervals are 95% percentile bootstrap intervals over tasks. The oracle ceiling is the share of tasks "
         "whose optimal number of turns fits the budget.",
+        *(
+            [
+                "Short-horizon proxy (`--single-turn`): "
+                + (
+                    "the whole board in one answer, checked cell by cell (step accuracy = empty cells filled "
+                    "correctly)."
+                    if meta.get("env") == "sudoku"
+                    else "slide moves, one per answer (compressed horizon)."
+                )
+            ]
+            if meta.get("single_turn")
+            else []
+        ),
         "",
         *infra_paragraph(meta.get("infra_failures") or {}, levels),
         *([note, ""] if note else []),

@@ -25,6 +25,7 @@ from milepost.errors import InputError
 from milepost.evaluation.failures import is_infra_failure
 from milepost.evaluation.metrics import LevelMetrics, level_metrics, success_by_distance
 from milepost.evaluation.plots import plot_success_vs_distance
+from milepost.evaluation.proxy import play_single_turn, single_turn_env_kwargs
 from milepost.evaluation.report import render_report
 from milepost.evaluation.subgoal_quality import quality_table, subgoal_quality
 from milepost.evaluation.tiers import PLOT_NAME as TIER_PLOT
@@ -66,6 +67,8 @@ class EvalSpec:
     """SGO: replans per episode at most"""
     http: HTTPOptions = field(default_factory=HTTPOptions)
     """openai backends (policy, planner, judge): timeout, retries, backoff; not part of the run's identity"""
+    single_turn: bool = False
+    """the short-horizon proxy (``evaluation.proxy``): Sudoku in one answer, Rush Hour with slide moves"""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -80,6 +83,10 @@ class EvalSpec:
             raise InputError(f"--max-replans must be >= 0, got {self.max_replans}")
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
+        if self.single_turn:
+            if self.agent != "plain":
+                raise InputError("--single-turn needs the plain agent")
+            self.env_kwargs = single_turn_env_kwargs(self.env, self.env_kwargs)
 
     def identity(self) -> dict[str, Any]:
         """The fields that must match for a rerun to resume (batch size and progress do not matter)."""
@@ -89,6 +96,8 @@ class EvalSpec:
         if self.agent == "plain":
             for key in SGO_FIELDS:
                 data.pop(key)
+        if not self.single_turn:
+            data.pop("single_turn")  # run folders written before the proxy existed still resume
         return data
 
 
@@ -209,17 +218,20 @@ def evaluate(
                 atomic_write_json(run_file, identity)
             append_jsonl(out / EPISODES, ep.to_dict())
 
-        run_episodes(
-            lambda: make_env(spec.env, **env_kwargs),
-            jobs,
-            policy,
-            spec.settings,
-            seed=spec.seed,
-            on_episode=record,
-            progress=progress,
-            total=len(jobs),
-            agent=agent,
-        )
+        if spec.single_turn and spec.env == "sudoku":
+            play_single_turn(jobs, policy, spec.settings, spec.seed, record)
+        else:
+            run_episodes(
+                lambda: make_env(spec.env, **env_kwargs),
+                jobs,
+                policy,
+                spec.settings,
+                seed=spec.seed,
+                on_episode=record,
+                progress=progress,
+                total=len(jobs),
+                agent=agent,
+            )
     if not run_file.exists():
         atomic_write_json(run_file, identity)
     episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)] if (out / EPISODES).exists() else []
