@@ -63,12 +63,23 @@ class RewardWeights:
                 raise ValueError(f"reward.{f.name}: weights must be finite and >= 0, got {value}")
 
 
+def renderers(env: str) -> tuple[str, ...] | None:
+    """The observation renderers environment ``env`` takes (None: an environment this module does not know)."""
+    # Imported here: the env packages import this module.
+    from milepost.envs.sudoku.render import RENDERERS
+    from milepost.envs.webshop.render import RENDER_MODES
+
+    # The shop reads the default ``grid`` as its ``text`` mode, so a config that names no renderer still works.
+    known = {"sudoku": RENDERERS, "rushhour": ("grid",), "webshop": ("grid", *RENDER_MODES)}
+    return known.get(env)
+
+
 @dataclass
 class EnvConfig:
     """Environment settings shared by the text environments."""
 
     name: str = "sudoku"
-    """registered environment name: sudoku | rushhour"""
+    """registered environment name: sudoku | rushhour | webshop"""
     size: int = 9
     """board side (Sudoku 4, 6 or 9; Rush Hour 6)"""
     max_steps: int = 50
@@ -80,8 +91,9 @@ class EnvConfig:
     macro_n: int | None = None
     """exact actions per step in fixed mode"""
     render: str = "grid"
-    """observation renderer: grid | cells | candidates (grid + candidate hints) | hints (cells + hints) |
-    hints_tail (cells + the 8 cells with the fewest candidates, fewest last)"""
+    """observation renderer. Sudoku: grid | cells | candidates (grid + candidate hints) | hints (cells + hints) |
+    hints_tail (cells + the 8 cells with the fewest candidates, fewest last). Rush Hour: grid. Web shop: text
+    (WebShop's text mode; grid means text) | text_rich | accessibility (numbered elements, WebArena style)"""
     wrong_fill: str = "dead_end"
     """Sudoku: a legal fill with a wrong digit ends the episode (dead_end) or play goes on (continue)"""
     allow_overwrite: bool = False
@@ -107,10 +119,9 @@ class EnvConfig:
                 raise ValueError(f"env.macro_k: only meaningful with action_mode=flexible, not {self.action_mode}")
             if self.macro_k < 1:
                 raise ValueError(f"env.macro_k: must be >= 1, got {self.macro_k}")
-        from milepost.envs.sudoku.render import RENDERERS  # here: the env package imports this module
-
-        if self.render not in RENDERERS:
-            raise ValueError(f"env.render: {self.render!r} is not one of {', '.join(RENDERERS)}")
+        known = renderers(self.name)
+        if known is not None and self.render not in known:
+            raise ValueError(f"env.render: {self.render!r} is not one of {', '.join(known)} for {self.name}")
         if self.wrong_fill not in ("dead_end", "continue"):
             raise ValueError(f"env.wrong_fill: {self.wrong_fill!r} is not one of dead_end, continue")
         bad = sorted(set(self.subgoals) - {"boxes", "rows", "cols"})

@@ -86,6 +86,10 @@ def prompt_corpus(cfg: TrainConfig) -> list[str]:
         from milepost.planning.sgo import corpus_texts
 
         out += corpus_texts([make() for _ in range(4)])
+    if cfg.env.name == "webshop":  # the shop's words live on result and product pages, past the first page
+        from milepost.envs.webshop.corpus import corpus_texts as shop_texts
+
+        out += shop_texts(make)
     return out
 
 
