@@ -75,16 +75,21 @@ def replay_texts(path: str, task: Task, line: int | None) -> list[str]:
     return [str(turn.get("text", "")) for turn in row.get("turns", [])]
 
 
-def run(args: argparse.Namespace) -> int:
+def serve(task: Task, replay: list[str] | None, host: str, port: int) -> int:
+    """Serve ``task``'s shop (with ``replay``'s answers behind "Replay next step") until interrupted."""
     try:
         import uvicorn
 
         from milepost.envs.webshop.html import create_app
     except ImportError as exc:
-        raise InputError(f"milepost shop needs the serve extra (fastapi, uvicorn, jinja2): {exc}") from None
+        raise InputError(f"the web shop needs the serve and web extras (fastapi, uvicorn, jinja2): {exc}") from None
+    app = create_app(task, replay)
+    print(f"milepost shop: task {task.task_id} (goal distance {task.goal_distance}) on http://{host}:{port}/")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
     task = pick_task(args)
     replay = replay_texts(args.replay, task, args.episode) if args.replay else None
-    app = create_app(task, replay)
-    print(f"milepost shop: task {task.task_id} (goal distance {task.goal_distance}) on http://{args.host}:{args.port}/")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
-    return 0
+    return serve(task, replay, args.host, args.port)

@@ -1,8 +1,19 @@
-"""``milepost show EPISODES.jsonl``: replay an episode in the terminal, turn by turn."""
+"""``milepost show EPISODES.jsonl``: replay an episode in the terminal, turn by turn.
+
+``--web`` serves a web-shop episode in the shop's web page instead (as ``milepost shop --replay`` does), where
+"Replay next step" applies its turns one by one. The task comes from ``--data`` (default: the dataset and split
+that the evaluation folder's ``metrics.json`` names).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from milepost.types import Task
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -10,7 +21,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("episodes", help="an episodes.jsonl file")
     p.add_argument("--index", type=int, default=0, help="which episode (line) to show; negative counts back")
     p.add_argument("--task", default=None, help="show the first episode of this task id instead")
+    p.add_argument("--web", action="store_true", help="web-shop episodes: replay it in the shop's web page")
+    p.add_argument("--data", default=None, help="--web: dataset of the task (default: from the eval's metrics.json)")
+    p.add_argument("--split", default=None, help="--web: split of --data (default: the eval's, else test)")
+    p.add_argument("--host", default="127.0.0.1", help="--web: interface to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="--web: TCP port (default 8080)")
     p.set_defaults(func=run)
+
+
+def web_task(args: argparse.Namespace, task_id: str) -> Task:
+    """The web-shop task of an episode: from ``--data``, else from the dataset the evaluation folder names."""
+    from milepost.datasets import load_tasks
+    from milepost.errors import InputError
+
+    data, split = args.data, args.split
+    metrics = Path(args.episodes).parent / "metrics.json"
+    if data is None:
+        if not metrics.is_file():
+            raise InputError(f"--web: no {metrics} to name the dataset; pass --data")
+        try:
+            meta = json.loads(metrics.read_text(encoding="utf-8")).get("meta", {})
+        except (ValueError, UnicodeDecodeError):
+            raise InputError(f"--web: {metrics} is not a JSON metrics file; pass --data") from None
+        data, split = meta.get("data"), split or meta.get("split")
+        if not isinstance(data, str):
+            raise InputError(f"--web: {metrics} names no dataset; pass --data")
+    tasks = [t for t in load_tasks(data, split or "test") if t.task_id == task_id]
+    if not tasks:
+        raise InputError(f"--web: no task {task_id!r} in the {split or 'test'} split of {data}")
+    if tasks[0].env != "webshop":
+        raise InputError(f"--web replays web-shop episodes; task {task_id} is a {tasks[0].env} task")
+    return tasks[0]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.episodes}: --index {args.index} out of range (0..{len(rows) - 1})")
         row = rows[args.index]
     ep = Episode.from_dict(row)
+    if args.web:
+        from milepost.cli.shop import serve
+
+        return serve(web_task(args, ep.task_id), [turn.text for turn in ep.turns], args.host, args.port)
     print(
         f"task {ep.task_id} | level {ep.level} | goal distance {ep.goal_distance} | policy {ep.policy} | "
         f"sample {ep.sample} | seed {ep.seed}"

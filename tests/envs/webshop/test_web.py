@@ -176,3 +176,58 @@ def test_shop_command_checks_its_task_and_replay_arguments(tmp_path: Path) -> No
     row = {"task_id": task.task_id, "turns": [{"text": "ACTION: click[Back to Search]"}]}
     episodes.write_text(json.dumps(row) + "\n")
     assert replay_texts(str(episodes), task, None) == ["ACTION: click[Back to Search]"]
+
+
+def test_show_web_replays_an_evaluated_episode_in_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import uvicorn
+
+    from milepost.cli.main import main
+
+    data, run = tmp_path / "shop", tmp_path / "eval"
+    assert main(["data", "webshop", "--items", "2", "--train", "1", "--test", "2", "--catalogue-size", "300",
+                 "--out", str(data)]) == 0  # fmt: skip
+    assert main(["eval", "--env", "webshop", "--data", str(data), "--policy", "noisy-oracle:0.6:mixed", "--n", "2",
+                 "--k", "1", "--out", str(run), "--no-progress"]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    for index, row in enumerate(rows):
+        # The dataset comes from the eval's metrics.json: no --data needed.
+        assert main(["show", str(run / "episodes.jsonl"), "--index", str(index), "--web", "--port", "8123"]) == 0
+        assert served["port"] == 8123 and served["host"] == "127.0.0.1"
+        client = TestClient(served["app"])
+        assert f"{len(row['turns'])}" in client.get("/").text  # "Replay next step (N left)"
+        for _ in row["turns"]:
+            client.post("/replay/next")
+        snapshot = client.get("/state.json").json()
+        assert snapshot["task_id"] == row["task_id"]
+        assert snapshot["solved"] == row["success"]
+        assert snapshot["total_reward"] == pytest.approx(sum(t["reward"] for t in row["turns"]))
+        assert [e["new_subgoals"] for e in snapshot["events"]] == [t["new_subgoals"] for t in row["turns"]]
+    assert any(any(t["error"] for t in row["turns"]) for row in rows)  # errors were replayed too
+
+
+def test_show_web_needs_a_shop_episode_and_its_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import shutil as sh
+
+    from milepost.cli.main import main
+
+    data, run = tmp_path / "shop", tmp_path / "eval"
+    assert main(["data", "webshop", "--train", "1", "--test", "1", "--catalogue-size", "300", "--out", str(data)]) == 0
+    assert main(["eval", "--env", "webshop", "--data", str(data), "--policy", "oracle", "--n", "1", "--k", "1",
+                 "--out", str(run), "--no-progress"]) == 0  # fmt: skip
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    sh.copy(run / "episodes.jsonl", lone / "episodes.jsonl")
+    assert main(["show", str(lone / "episodes.jsonl"), "--web"]) == 2  # no metrics.json beside it, no --data
+    other = tmp_path / "other"
+    assert main(["data", "webshop", "--train", "1", "--test", "1", "--seed", "5", "--catalogue-size", "300",
+                 "--out", str(other)]) == 0  # fmt: skip
+    assert main(["show", str(lone / "episodes.jsonl"), "--web", "--data", str(other)]) == 2  # not its task
+    (lone / "metrics.json").write_text(json.dumps({"meta": {}}))
+    assert main(["show", str(lone / "episodes.jsonl"), "--web"]) == 2  # metrics.json names no dataset
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("milepost: error: --web") for line in err), err
