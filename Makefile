@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.milepost-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-slow lint bench install clean
+.PHONY: demo test test-slow test-distributed lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[ml,serve,dev]"
+	$(PY) -m pip install --quiet -e ".[ml,serve,dev,web]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,6 +26,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# Ray clusters and torchrun process groups: seconds to start each, so outside the default run (CI runs both).
+test-distributed: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[ray]"
+	$(PY) -m pytest -q -m distributed
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check milepost tests benchmarks

@@ -79,6 +79,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="play again the episodes of --out that the backend failed (same seeds), replacing their records",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="Ray actors playing the episodes (0: in this process); RAY_ADDRESS joins a running cluster",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -120,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
         http=HTTPOptions(args.timeout, args.max_retries, args.backoff_base, args.backoff_max),
         single_turn=args.single_turn,
     )
-    result = evaluate(spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed)
+    result = evaluate(
+        spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed, workers=args.workers
+    )
     from pathlib import Path
 
     report = (Path(args.out) / "report.md").read_text(encoding="utf-8")

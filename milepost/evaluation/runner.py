@@ -165,18 +165,25 @@ def evaluate(
     policy: Any = None,
     agent: Agent | None = None,
     retry_failed: bool = False,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``.
 
     ``policy`` overrides the one ``spec.policy`` names (the trainer evaluates its in-memory model this way;
     ``spec.policy`` is then only the label); ``agent`` likewise overrides the agent ``spec`` describes.
     ``retry_failed`` plays the episodes the backend failed (infrastructure failures) again, with the same
-    seeds, and replaces their records, so the run ends as if they had not failed.
+    seeds, and replaces their records, so the run ends as if they had not failed. ``workers`` > 0 plays the
+    episodes on that many Ray actors (``milepost.distributed.workers``), each building the policy ``spec``
+    names; the episodes equal the in-process ones (0, the default).
 
     Everything is checked (data, levels, flags, policy and agent built) before the first write into
     ``out_dir``, and ``run.json`` is written with the first episode: a failed start leaves nothing behind.
     """
     out = Path(out_dir)
+    if workers < 0:
+        raise InputError(f"--workers must be >= 0, got {workers}")
+    if workers and (policy is not None or agent is not None or spec.single_turn):
+        raise InputError("--workers plays the multi-turn loop with the policy the spec names (not --single-turn)")
     tasks = select_tasks(spec)
     size = tasks[0].size
     env_kwargs = {**spec.env_kwargs, "size": size}  # the dataset's board size wins over a config's
@@ -205,8 +212,9 @@ def evaluate(
     jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
     log.debug("%s: %d tasks x %d samples, %d episodes to play, %d done", out, len(tasks), spec.n, len(jobs), len(done))
     if jobs:
-        policy = policy if policy is not None else build_policy(spec)
-        agent = agent if agent is not None else build_agent(spec, policy)
+        if not workers:  # workers build their own policy and agent
+            policy = policy if policy is not None else build_policy(spec)
+            agent = agent if agent is not None else build_agent(spec, policy)
         if failed:
             # Drop the failed records before playing them again: a retry cut short leaves them missing, and
             # any later run (with or without --retry-failed) plays the missing ones.
@@ -218,7 +226,23 @@ def evaluate(
                 atomic_write_json(run_file, identity)
             append_jsonl(out / EPISODES, ep.to_dict())
 
-        if spec.single_turn and spec.env == "sudoku":
+        if workers:
+            from milepost.distributed.workers import EvalKit, play_on_workers
+
+            run = play_on_workers(
+                EvalKit(spec, env_kwargs),
+                jobs,
+                workers=workers,
+                seed=spec.seed,
+                policy_name=str(parse_policy_spec(spec.policy)),
+                on_episode=record,
+                progress=progress,
+            )
+            c = run.counts
+            log.info(
+                "%s: %d episodes on %d workers, %d retried, %d lost", out, c.collected, workers, c.retried, c.exhausted
+            )
+        elif spec.single_turn and spec.env == "sudoku":
             play_single_turn(jobs, policy, spec.settings, spec.seed, record)
         else:
             run_episodes(
@@ -236,6 +260,10 @@ def evaluate(
         atomic_write_json(run_file, identity)
     episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)] if (out / EPISODES).exists() else []
     episodes = [e for e in episodes if e.task_id in wanted_ids and e.sample < spec.n]
+    # Metrics read episodes in task order, not finishing order: bootstrap intervals resample by position, and
+    # workers (or a resumed run) finish episodes in another order than one process does.
+    position = {t.task_id: i for i, t in enumerate(tasks)}
+    episodes.sort(key=lambda e: (position[e.task_id], e.sample))
     return summarise(spec, tasks, episodes, out, max_steps=probe.max_steps, action_mode=probe.action_mode)
 
 
