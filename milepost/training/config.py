@@ -221,8 +221,20 @@ class SFTConfig:
     warmup_steps: int = 50
     weight_decay: float = 0.01
     grad_clip: float = 1.0
+    episodes: list[str] = field(default_factory=list)
+    """``episodes.jsonl`` files of a teacher model played through the real loop (``milepost eval --split train``
+    with an openai or hf policy): their turns, replayed in the student's prompts, become SFT examples"""
+    keep: str = "solved"
+    """teacher turns kept: solved (the error-free turns of solved episodes) | correct (every turn whose actions
+    the environment counts as correct moves, solved or not); think blocks stay in the targets"""
+    solver: bool = True
+    """also train on ``tasks`` solver demonstrations (false with ``episodes``: the teacher's turns only)"""
 
     def __post_init__(self) -> None:
+        if self.keep not in ("solved", "correct"):
+            raise ValueError(f"sft.keep: {self.keep!r} is not one of solved, correct")
+        if not self.solver and not self.episodes:
+            raise ValueError("sft.solver: false needs sft.episodes (teacher episodes.jsonl files) to train on")
         if self.tasks < 1 or self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
             raise ValueError("sft: tasks, epochs, batch_size and lr must be positive")
         if not 0 <= self.macro_share <= 1 or self.macro_k < 1:

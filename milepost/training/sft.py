@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -30,8 +31,9 @@ from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
 from milepost.backends.logprobs import sequence_logprobs
 from milepost.backends.scripted import ScriptedPolicy
 from milepost.config import to_yaml
+from milepost.datasets import load_tasks
 from milepost.errors import InputError
-from milepost.io import append_jsonl
+from milepost.io import append_jsonl, atomic_write_json, read_jsonl
 from milepost.progress import progress_bar
 from milepost.training.checkpoint import (
     latest_checkpoint,
@@ -52,7 +54,7 @@ from milepost.training.setup import (
     make_agent,
     select_tasks,
 )
-from milepost.types import Task
+from milepost.types import Completion, Episode, Task, Turn
 
 
 @dataclass
@@ -112,6 +114,121 @@ def demonstrations(
     return examples
 
 
+class ReplayPolicy:
+    """Answers each live episode's turns with a recorded episode's texts, in order (``Job.sample`` indexes
+    ``recorded``), so a teacher's episode can be played again in the student's prompts; after the recording
+    ends it answers with an empty text."""
+
+    name = "replay"
+    scripted = True
+
+    def __init__(self, recorded: Sequence[Episode], tokenizer: Any, encode: Any) -> None:
+        self.recorded = recorded
+        self.tokenizer = tokenizer
+        self.encode = encode
+
+    def act(self, episodes: Sequence[Any]) -> list[Completion]:
+        out = []
+        for ep in episodes:
+            turns = self.recorded[ep.job.sample].turns
+            text = turns[len(ep.turns)].text if len(ep.turns) < len(turns) else ""
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            out.append(Completion(self.encode(ep.messages()), ids, None, text, "stop"))
+        return out
+
+
+def read_episodes(paths: Sequence[str]) -> list[Episode]:
+    """Every episode of the ``episodes.jsonl`` files, in order.
+
+    Raises:
+        InputError: a missing file or a record that is not an episode (named by file and line).
+    """
+    out = []
+    for path in paths:
+        file = Path(path)
+        if not file.is_file():
+            raise InputError(f"sft.episodes: {file}: no such file")
+        for lineno, row in enumerate(read_jsonl(file), start=1):
+            try:
+                out.append(Episode.from_dict(row))
+            except InputError as exc:
+                raise InputError(f"sft.episodes: {file}:{lineno}: {exc}") from None
+    return out
+
+
+def _kept(turn: Turn, keep: str, solved: bool) -> bool:
+    """Whether a replayed teacher turn becomes an example: never an error turn; under ``solved`` every other
+    turn of a solved episode, under ``correct`` a turn whose every action the environment counts as correct."""
+    if turn.reward_terms["format"] or turn.reward_terms["valid"] or turn.n_requested == 0:
+        return False
+    if keep == "solved":
+        return solved
+    return turn.correct_actions == turn.n_requested
+
+
+def trajectory_examples(
+    cfg: TrainConfig, backend: HFBackend, *, progress: bool = True
+) -> tuple[list[Example], dict[str, int]]:
+    """SFT examples from a teacher's episodes (``sft.episodes``), kept as ``sft.keep`` says.
+
+    Each episode is replayed through the real environment and agent loop of this config with the teacher's
+    answer texts, so prompts are exactly what the student sees (its renderer, memory, chat template); the
+    targets are the teacher's texts, think blocks included. A replay stops at the first turn whose applied
+    actions differ from the recording (a different action mode or renderer can change what a text does).
+
+    Returns:
+        The examples and counts: episodes read, solved, replayed turns, mismatched episodes, examples.
+
+    Raises:
+        InputError: an episode of a task that is not in the training split (a test task: leakage).
+    """
+    recorded = read_episodes(cfg.sft.episodes)
+    train = {t.task_id: t for t in load_tasks(cfg.data, "train")}
+    for ep in recorded:
+        if ep.task_id not in train:
+            raise InputError(
+                f"sft.episodes: task {ep.task_id} is not in the training split of {cfg.data} (play the teacher "
+                "with `milepost eval --split train` on the same dataset)"
+            )
+    eos = min(backend.eos_ids)
+
+    def encode(messages: list[dict[str, str]]) -> list[int]:
+        return backend.encode(GenerationRequest(messages=messages))
+
+    use = [ep for ep in recorded if ep.turns and (cfg.sft.keep == "correct" or ep.success)]
+    counts = {"episodes": len(recorded), "solved": sum(ep.success for ep in recorded), "used": len(use)}
+    counts.update(turns=0, mismatched=0, examples=0)
+    examples: list[Example] = []
+    if not use:
+        return examples, counts
+    by_size: dict[int, list[int]] = {}
+    for i, ep in enumerate(use):
+        by_size.setdefault(train[ep.task_id].size, []).append(i)
+    policy = ReplayPolicy(use, backend.tokenizer, encode)
+    settings = agent_settings(cfg)
+    for size, indices in by_size.items():
+        replayed = run_episodes(
+            env_factory(cfg, size),
+            [Job(train[use[i].task_id], i) for i in indices],
+            policy,
+            settings,
+            seed=cfg.seed,
+            progress=progress,
+            agent=make_agent(cfg),
+        )
+        for ep in replayed:
+            teacher = use[ep.sample]
+            for turn, original in zip(ep.turns, teacher.turns):
+                if turn.actions != original.actions or turn.text != original.text:
+                    counts["mismatched"] += 1
+                    break
+                counts["turns"] += 1
+                if _kept(turn, cfg.sft.keep, teacher.success):
+                    examples.append(Example(list(turn.prompt_ids), [*turn.completion_ids, eos]))
+    counts["examples"] = len(examples)
+    return examples, counts
+
+
 GROUP_CHUNK = 50
 """Batches per length-sorted chunk with ``sft.group_by_length`` (HF's ``group_by_length`` uses 50 too)."""
 
@@ -166,7 +283,17 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
         rng = random.Random(cfg.seed)
         tasks = rng.sample(tasks, min(cfg.sft.tasks, len(tasks)))
-        examples = demonstrations(cfg, tasks, backend, progress=progress)
+        examples = demonstrations(cfg, tasks, backend, progress=progress) if cfg.sft.solver else []
+        if cfg.sft.episodes:
+            teacher, counts = trajectory_examples(cfg, backend, progress=progress)
+            counts["solver_examples"] = len(examples)
+            atomic_write_json(run_dir / "sft_data.json", counts)
+            examples += teacher
+            if not examples:
+                raise InputError(
+                    f"sft.episodes: no teacher turn kept ({counts['episodes']} episodes, {counts['solved']} "
+                    f"solved, keep {cfg.sft.keep}) and no solver demonstrations"
+                )
     steps_per_epoch = math.ceil(len(examples) / cfg.sft.batch_size)
     total_steps = max(1, int(cfg.sft.epochs * steps_per_epoch))
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.sft.lr, weight_decay=cfg.sft.weight_decay)
