@@ -1,6 +1,7 @@
-"""Model backends: local ``transformers`` models (``hf``), OpenAI-compatible servers (``openai``), and the
-``tiny`` model builder. Importing this package registers the ``hf`` and ``openai`` factories; the heavy
-modules (torch, transformers, openai) load only when a backend is built.
+"""Model backends: local ``transformers`` models (``hf``), an in-process vLLM engine (``vllm``, optional extra),
+OpenAI-compatible servers (``openai``), and the ``tiny`` model builder. Importing this package registers the
+``hf``, ``vllm`` and ``openai`` factories; the heavy modules (torch, transformers, vllm, openai) load only when a
+backend is built.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ def _make_hf(spec: PolicySpec, **options: Any) -> Backend:
     return HFBackend(spec.model, **options)
 
 
+def _make_vllm(spec: PolicySpec, **options: Any) -> Backend:
+    from milepost.backends.vllm import VLLMBackend
+
+    return VLLMBackend(spec.model, **options)
+
+
 def _make_openai(spec: PolicySpec, **options: Any) -> Backend:
     from milepost.backends.openai_compat import OpenAIBackend
 
@@ -37,6 +44,7 @@ def _make_openai(spec: PolicySpec, **options: Any) -> Backend:
 
 BACKENDS.register("hf", _make_hf)
 BACKENDS.register("openai", _make_openai)
+BACKENDS.register("vllm", _make_vllm)
 
 __all__ = [
     "BACKENDS",

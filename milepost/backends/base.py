@@ -161,15 +161,15 @@ class Backend(Protocol):
 
 # -- policy specs (DESIGN: Contracts, Backend specs) ---------------------------------------------------------
 
-POLICY_KINDS = ("hf", "openai", "oracle", "noisy-oracle", "random")
+POLICY_KINDS = ("hf", "vllm", "openai", "oracle", "noisy-oracle", "random")
 NOISE_MODES = ("format", "illegal", "wrong", "mixed")
 
 
 class PolicySpec(NamedTuple):
     """A parsed ``--policy`` value: ``kind`` and its argument (None for ``oracle`` and ``random``).
 
-    ``arg`` is normalised: ``hf`` the path or hub name; ``openai`` ``MODEL@BASE_URL`` (base URL may be empty);
-    ``noisy-oracle`` ``P:MODE`` with the mode filled in.
+    ``arg`` is normalised: ``hf`` and ``vllm`` the path or hub name; ``openai`` ``MODEL@BASE_URL`` (base URL may
+    be empty); ``noisy-oracle`` ``P:MODE`` with the mode filled in.
     """
 
     kind: str
@@ -177,7 +177,7 @@ class PolicySpec(NamedTuple):
 
     @property
     def model(self) -> str:
-        """``openai``: the model name; ``hf``: the path or hub name."""
+        """``openai``: the model name; ``hf`` and ``vllm``: the path or hub name."""
         if self.kind == "openai":
             return (self.arg or "").partition("@")[0]
         return self.arg or ""
@@ -198,7 +198,8 @@ class PolicySpec(NamedTuple):
 
 
 def parse_policy_spec(spec: str) -> PolicySpec:
-    """Parse a backend spec: ``hf:PATH_OR_NAME``, ``openai:MODEL@BASE_URL``, ``oracle``,
+    """Parse a backend spec: ``hf:PATH_OR_NAME``, ``vllm:PATH_OR_NAME`` (the optional ``vllm`` extra),
+    ``openai:MODEL@BASE_URL``, ``oracle``,
     ``noisy-oracle:P[:MODE]`` (P in [0, 1], MODE one of format | illegal | wrong | mixed, default mixed)
     or ``random``.
 
@@ -207,7 +208,7 @@ def parse_policy_spec(spec: str) -> PolicySpec:
     """
     text = spec.strip() if isinstance(spec, str) else ""
     kind, sep, arg = text.partition(":")
-    usage = "expected hf:PATH, openai:MODEL@BASE_URL, oracle, noisy-oracle:P[:MODE] or random"
+    usage = "expected hf:PATH, vllm:PATH, openai:MODEL@BASE_URL, oracle, noisy-oracle:P[:MODE] or random"
     if kind not in POLICY_KINDS:
         raise InputError(f"policy {spec!r}: unknown kind {kind!r} ({usage})")
     if kind in ("oracle", "random"):
@@ -217,7 +218,7 @@ def parse_policy_spec(spec: str) -> PolicySpec:
     if not arg.strip():
         raise InputError(f"policy {spec!r}: {kind} needs an argument ({usage})")
     arg = arg.strip()
-    if kind == "hf":
+    if kind in ("hf", "vllm"):
         return PolicySpec(kind, arg)
     if kind == "openai":
         model, _, base_url = arg.partition("@")

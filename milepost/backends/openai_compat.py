@@ -4,7 +4,15 @@
 Token ids: the standard OpenAI schema has none. ``milepost serve`` adds ``prompt_token_ids`` and ``token_ids``
 to every choice, the field names vLLM uses when a request sets ``return_token_ids`` (which this backend sends
 unless told not to: some hosted APIs reject unknown parameters). Without them, ``prompt_ids`` and
-``completion_ids`` are empty: such completions can be evaluated but not trained on.
+``completion_ids`` are empty: such completions can be evaluated but not trained on, and a backend built with
+``require_token_ids=True`` (the trainer's) stops with one line instead. Given the served model's ``tokenizer``
+and ``use_chat=False``, chat messages are rendered and tokenised here exactly as the ``hf`` backend renders
+them, and go to ``/v1/completions`` as token ids: rollouts from a server then carry the same tokens as local
+ones.
+
+Against a vLLM server, log-probs mean what the trainer needs (the tempered, untruncated distribution) only when
+the server runs with ``--logprobs-mode processed_logprobs`` and the requests do not truncate (top_p 1, top_k 0);
+vLLM's default mode returns untempered log-probs (``milepost.backends.vllm`` has the table).
 
 Log-probs come from the standard ``logprobs`` field (``token_logprobs`` on completions, ``content[].logprob``
 on chat). A server that returns none yields ``logprobs=None``, or a :class:`LogprobsUnavailableError` when the
@@ -63,7 +71,9 @@ class OpenAIBackend:
         require_logprobs: raise :class:`LogprobsUnavailableError` when a request asks for log-probs and the
             server returns none.
         return_token_ids: send vLLM's ``return_token_ids`` flag (turn off for APIs that reject it).
-        tokenizer: the served model's tokenizer, when the caller has it locally (exposed as ``tokenizer``).
+        require_token_ids: raise :class:`BackendError` when the server returns no token ids (needed to train).
+        tokenizer: the served model's tokenizer, when the caller has it locally (exposed as ``tokenizer``); with
+            ``use_chat=False`` it renders chat messages into token-id prompts.
 
     Failures: a request that still fails after the retries, or that the server rejects, becomes a
     ``Completion`` with finish reason ``error`` (``context_overflow`` when the server says the prompt is too
@@ -84,6 +94,7 @@ class OpenAIBackend:
         use_chat: bool | None = None,
         require_logprobs: bool = False,
         return_token_ids: bool = True,
+        require_token_ids: bool = False,
         tokenizer: Any = None,
     ) -> None:
         import openai
@@ -100,6 +111,7 @@ class OpenAIBackend:
         self.use_chat = use_chat
         self.require_logprobs = require_logprobs
         self.return_token_ids = return_token_ids
+        self.require_token_ids = require_token_ids
         self.max_in_flight = max_in_flight
         self.client = openai.OpenAI(
             api_key=os.environ.get(api_key_env) or "EMPTY",
@@ -157,6 +169,10 @@ class OpenAIBackend:
         import openai
 
         chat = self.use_chat if self.use_chat is not None else req.messages is not None
+        if not chat and req.messages is not None and self.tokenizer is not None:
+            from milepost.backends.vllm import encode_prompt
+
+            req = GenerationRequest(prompt_ids=encode_prompt(self.tokenizer, req), params=req.params)
         if chat and req.prompt_ids is not None:
             return error_completion("the chat endpoint takes text, not token ids", req.prompt_ids)
         if not chat and req.messages is not None:
@@ -231,6 +247,11 @@ class OpenAIBackend:
             )
         text = choice.message.content if chat else choice.text
         finish = choice.finish_reason
+        if self.require_token_ids and not extra.get("token_ids") and finish in ("stop", "length"):
+            raise BackendError(
+                f"{self.name}: the server returned no token ids, which this run needs (training consumes the "
+                "exact tokens); use a server that returns them on return_token_ids (vLLM, milepost serve)"
+            )
         reason = FinishReason.LENGTH if finish == "length" else FinishReason.STOP
         if finish not in ("stop", "length", None):
             return error_completion(f"server finished with {finish!r}", extra.get("prompt_token_ids") or [])

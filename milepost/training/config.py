@@ -255,6 +255,38 @@ class EvalConfig:
 
 
 @dataclass
+class RolloutConfig:
+    """Where ``milepost train`` gets its rollouts and how the generator gets the trainer's weights
+    (``milepost.rollout``). Any backend that returns token ids and behaviour log-probs will do."""
+
+    backend: str = "hf"
+    """hf: the trainer's own model | vllm: an in-process vLLM engine | openai:MODEL@URL: a vLLM server (started
+    with VLLM_SERVER_DEV_MODE=1 on ``sync_dir``, so it can reload the weights the trainer writes there)"""
+    sync_every: int = 1
+    """push the trainer's weights to the generator every N updates (1 = always on-policy; N > 1 samples up to
+    N - 1 updates stale, logged as train/staleness and absorbed by the importance weights)"""
+    sync_dir: str = ""
+    """folder the pushed weights are written to (default RUN/rollout-weights); a server must read this folder"""
+    gpu_memory_utilization: float = 0.1
+    """vllm: the share of accelerator memory the engine may take (of RAM on a CPU build, where ~0.1 works)"""
+    max_model_len: int = 2048
+    """vllm: context window of the engine (prompt + completion tokens)"""
+
+    def __post_init__(self) -> None:
+        kind = self.backend.partition(":")[0]
+        if kind not in ("hf", "vllm", "openai"):
+            raise ValueError(f"rollout.backend: {self.backend!r} is not hf, vllm or openai:MODEL@URL")
+        if kind == "openai" and "@" not in self.backend:
+            raise ValueError(f"rollout.backend: {self.backend!r} needs the server, openai:MODEL@http://HOST:PORT/v1")
+        if self.sync_every < 1:
+            raise ValueError(f"rollout.sync_every: must be >= 1, got {self.sync_every}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"rollout.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.max_model_len < 16:
+            raise ValueError(f"rollout.max_model_len: must be >= 16, got {self.max_model_len}")
+
+
+@dataclass
 class TrainConfig:
     """A training run: SFT (``milepost sft``) or RL (``milepost train``)."""
 
@@ -271,6 +303,7 @@ class TrainConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     mira: MiRAConfig = field(default_factory=MiRAConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
     seed: int = 0
     threads: int = 2
     """torch CPU threads"""

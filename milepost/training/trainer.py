@@ -1,9 +1,11 @@
 """``milepost train``: REINFORCE with the paper's advantages and importance weights, in one readable loop.
 
-Each iteration: sample tasks (from the current curriculum phase) -> play episodes with the current policy
--> per-turn returns and advantages -> M minibatch updates on the exact rollout token ids -> log ->
-checkpoint -> periodic evaluation. Every random choice of an iteration derives from (seed, iteration), so a
-run resumed from a checkpoint replays exactly what the uninterrupted run would have done.
+Each iteration: sample tasks (from the current curriculum phase) -> play episodes with the rollout source
+(``rollout.backend``: the trainer's own model, an in-process vLLM engine or a vLLM server, all returning
+token ids and behaviour log-probs) -> per-turn returns and advantages -> M minibatch updates on the exact
+rollout token ids -> push the new weights to the generator -> log -> checkpoint -> periodic evaluation. Every
+random choice of an iteration derives from (seed, iteration), so a run resumed from a checkpoint replays exactly
+what the uninterrupted run would have done.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from typing import Any
 import torch
 
 from milepost.agent.loop import BackendPolicy, Job, run_episodes
-from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
+from milepost.backends.base import Backend
+from milepost.backends.hf import load_model, resolve_device_dtype
 from milepost.backends.logprobs import sequence_logprobs
 from milepost.config import to_yaml
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import append_jsonl, atomic_write_text, read_jsonl
 from milepost.progress import progress_bar
+from milepost.rollout import RolloutSource, make_rollout_source, special_ids
 from milepost.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
@@ -231,7 +235,7 @@ def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
     }
 
 
-def evaluate_policy(cfg: TrainConfig, backend: HFBackend, out: Path, label: str, progress: bool) -> dict[str, Any]:
+def evaluate_policy(cfg: TrainConfig, backend: Backend, out: Path, label: str, progress: bool) -> dict[str, Any]:
     """Evaluate the in-memory policy on the dataset's test split (``cfg.eval``)."""
     settings = agent_settings(cfg)
     spec = EvalSpec(
@@ -315,12 +319,9 @@ def train_rl(
             model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
         else:
             model, tokenizer = load_policy(cfg, run_dir)
-        # Rollouts run at the precision the loss scores at, so on-policy rho is 1 (logged as train/onpolicy_rho).
-        backend = HFBackend(
-            model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}", autocast=torch.bfloat16 if cfg.bf16 else None
-        )
+        pad_id, eos_ids = special_ids(model, tokenizer)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
-        mira = MiRA(cfg, model, backend.pad_id, min(backend.eos_ids)) if cfg.mira.enabled else None
+        mira = MiRA(cfg, model, pad_id, min(eos_ids)) if cfg.mira.enabled else None
         curricula: dict[str, FailureCurriculum] = {}
         phase_outcomes: list[EpisodeOutcome] = []
         start = 0
@@ -335,10 +336,12 @@ def train_rl(
                 for levels, cur_state in extra["curricula"].items():
                     curricula[levels] = _curriculum(cfg, pool_of(Phase(levels=levels, iterations=1)))
                     curricula[levels].load_state_dict(cur_state)
+        source: RolloutSource = make_rollout_source(cfg, model, tokenizer, run_dir)
+        source.sync(model, tokenizer, start)  # the generator starts on the weights training starts from
     if ckpt is not None:
         _truncate_metrics(run_dir / "metrics.jsonl", start)
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
-    policy = BackendPolicy(backend, settings)
+    policy = BackendPolicy(source.backend, settings)
     make = None
 
     def play(tasks: list[Any], seed: int) -> list[Episode]:
@@ -383,9 +386,12 @@ def train_rl(
             tasks = rng.sample(pool, n_tasks)
         if mira is not None and mira.needs_reference() and (it % cfg.mira.phase_iterations == 0 or mira.ref is None):
             mira.refresh_reference(model)
+        sync_s = source.sync(model, tokenizer, it) if it - source.version >= cfg.rollout.sync_every else 0.0
         t0 = time.perf_counter()
         episodes = play(tasks, cfg.seed * 1_000_003 + it)
         t1 = time.perf_counter()
+        for ep in episodes:
+            ep.meta["policy_version"] = source.version
         mstats: dict[str, float] = {}
         if mira is not None:
             usable = [ep for ep in episodes if ep.turns]
@@ -395,7 +401,7 @@ def train_rl(
         else:
             samples = turn_samples(episodes, cfg)
         ref = mira.ref if mira is not None else None
-        upd = update(model, optimizer, samples, cfg, backend.pad_id, rng, ref) if samples else {}
+        upd = update(model, optimizer, samples, cfg, pad_id, rng, ref) if samples else {}
         t2 = time.perf_counter()
         if mira is not None:
             mstats |= mira.fit(crit, rng)
@@ -407,12 +413,15 @@ def train_rl(
             phase_outcomes = []
         row: dict[str, Any] = {"iteration": done, "phase": phase.levels, **rollout_stats(episodes)}
         row |= {f"train/{k}": v for k, v in upd.items()}
+        # Policy it's behaviour came from, and how many updates behind the trainer's weights it was.
+        row |= {"rollout/policy_version": source.version, "train/staleness": it - source.version}
         row |= mstats
         row |= {
             "perf/rollout_s": t1 - t0,
             "perf/update_s": t2 - t1,
             "perf/critic_s": t3 - t2,
             "perf/rollout_share": (t1 - t0) / max(t3 - t0, 1e-9),
+            "perf/sync_s": sync_s,
         }
         append_jsonl(run_dir / "metrics.jsonl", row)
         bar.set_postfix(success=f"{row['rollout/success']:.2f}", masked=f"{upd.get('masked_frac', 0):.2f}")
@@ -427,12 +436,15 @@ def train_rl(
             with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
                 save_checkpoint(run_dir, done, model, tokenizer, optimizer, None, config_yaml, extra_state=extra_state)
         if cfg.eval.every and done % cfg.eval.every == 0 and done < cfg.rl.iterations:
-            result = evaluate_policy(cfg, backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
+            source.sync(model, tokenizer, done)
+            result = evaluate_policy(cfg, source.backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
             append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"]})
         if stop_after is not None and done >= stop_after:
             bar.close()
+            source.close()
             return run_dir
     bar.close()
+    source.close()
     final = run_dir / "final"
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
         model.save_pretrained(final)

@@ -1,0 +1,252 @@
+"""The trainer's rollout source: a generator backend plus the way it gets the trainer's weights.
+
+``milepost train`` plays its episodes through ``source.backend`` and, after each update, calls
+``source.sync(model, version)`` so that the generator serves the new weights before the next rollout. Three
+sources, one protocol (``rollout.backend`` in the config):
+
+* ``hf``: the trainer's own model behind an ``HFBackend``; there is nothing to push (:class:`SharedWeights`).
+* ``vllm``: an in-process vLLM engine started on the trainer's weights; a push writes the weights once as
+  safetensors and the engine reloads them in place (:class:`DiskReload` over ``VLLMBackend.reload_weights``).
+* ``openai:MODEL@URL``: a vLLM server; prompts go as token ids to ``/v1/completions`` with token ids and
+  log-probs requested; a push writes the weights where the server can read them and calls its reload route
+  (:class:`ServerReload`: ``/collective_rpc`` under ``VLLM_SERVER_DEV_MODE=1``, then ``/reset_prefix_cache``).
+
+Weight transfer sits behind :class:`WeightSync` alone, so a GPU fast path (vLLM's weight-transfer engine over
+NCCL or CUDA IPC) is one more ``WeightSync`` and the trainer does not change.
+
+Policy versions: version v is the policy after v updates. ``source.version`` is the version the generator
+serves; episodes record it (``Episode.meta["policy_version"]``) and the trainer logs the staleness
+(trainer version - rollout version), which the importance weights absorb.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from milepost.backends.base import Backend, BackendError, parse_policy_spec
+from milepost.errors import InputError
+from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+class WeightSync(Protocol):
+    """Makes a generator serve a model's current weights."""
+
+    def push(self, model: Any, tokenizer: Any) -> None:
+        """Serve ``model``'s weights from the next request on."""
+        ...
+
+
+class RolloutSource(Protocol):
+    """Where the trainer's episodes come from (see the module docstring).
+
+    Attributes:
+        name: label for logs (``hf``, ``vllm``, ``openai:MODEL@URL``).
+        backend: the generator the agent loop drives; returns token ids and behaviour log-probs.
+        version: the policy version the generator serves (-1 before the first sync).
+    """
+
+    name: str
+    backend: Backend
+    version: int
+
+    def sync(self, model: Any, tokenizer: Any, version: int) -> float:
+        """Push ``model`` (policy ``version``) to the generator; returns the seconds it took."""
+        ...
+
+    def close(self) -> None:
+        """Release the generator (engine processes, HTTP connections)."""
+        ...
+
+
+@dataclass
+class Generator:
+    """A :class:`RolloutSource` made of a backend and a :class:`WeightSync`."""
+
+    name: str
+    backend: Backend
+    weights: WeightSync
+    version: int = -1
+
+    def sync(self, model: Any, tokenizer: Any, version: int) -> float:
+        start = time.perf_counter()
+        self.weights.push(model, tokenizer)
+        self.version = version
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        close = getattr(self.backend, "close", None)
+        if callable(close):
+            close()
+
+
+class SharedWeights:
+    """The generator runs the trainer's own model object: every update is already served."""
+
+    def push(self, model: Any, tokenizer: Any) -> None:
+        return None
+
+
+def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The model's weights as a plain (non-PEFT) model names them, LoRA adapters merged in, each tensor once.
+
+    Tied weights (an output head sharing the input embedding) appear once, under their first name, as
+    ``save_pretrained`` writes them; vLLM's loaders skip the tied name.
+    """
+    merge = getattr(model, "merge_adapter", None)
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    with contextlib.ExitStack() as stack:
+        if callable(merge):
+            merge()
+            stack.callback(model.unmerge_adapter)
+        out: dict[str, torch.Tensor] = {}
+        seen: set[int] = set()
+        for name, tensor in base.state_dict().items():
+            if "lora_" in name or tensor.data_ptr() in seen:
+                continue
+            seen.add(tensor.data_ptr())
+            out[name.replace(".base_layer.", ".")] = tensor.detach().to("cpu", copy=True).contiguous()
+    return out
+
+
+def write_weights(model: Any, tokenizer: Any, folder: Path) -> Path:
+    """Write ``model``'s weights to ``folder/model.safetensors`` (atomically); the first call also writes the
+    config and tokenizer, so the folder is a complete model directory an engine can start from."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "config.json").is_file():
+        base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+        base.config.save_pretrained(folder)
+        generation = getattr(base, "generation_config", None)
+        if generation is not None:
+            generation.save_pretrained(folder)
+        with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+            tokenizer.save_pretrained(folder)
+    tmp = folder / f".{WEIGHTS_FILE}.tmp"
+    save_file(merged_state_dict(model), str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, folder / WEIGHTS_FILE)
+    return folder
+
+
+@dataclass
+class DiskReload:
+    """Write the weights to ``folder`` once per push, then tell the generator to load them from there."""
+
+    folder: Path
+    reload: Callable[[Path], None]
+
+    def push(self, model: Any, tokenizer: Any) -> None:
+        self.reload(write_weights(model, tokenizer, self.folder))
+
+
+class ServerReload:
+    """The reload route of a vLLM server: ``POST /collective_rpc`` (milepost's worker extension reloads the
+    folder in place), then ``POST /reset_prefix_cache``. The server must run with ``VLLM_SERVER_DEV_MODE=1``
+    and ``--worker-extension-cls milepost.rollout.vllm_worker.WeightReload`` and see the same folder."""
+
+    def __init__(self, base_url: str, timeout: float = 600.0, api_key_env: str = "OPENAI_API_KEY") -> None:
+        root = base_url.rstrip("/")
+        self.root = root[: -len("/v1")] if root.endswith("/v1") else root
+        self.timeout = timeout
+        key = os.environ.get(api_key_env)
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def __call__(self, folder: Path) -> None:
+        import httpx
+
+        body = {"method": RELOAD_METHOD, "kwargs": {"weights_path": str(folder.resolve())}}
+        try:
+            reply = httpx.post(f"{self.root}/collective_rpc", json=body, headers=self.headers, timeout=self.timeout)
+            if reply.status_code == 404:
+                raise BackendError(
+                    f"{self.root} has no weight-reload route (/collective_rpc): start the vLLM server with "
+                    f"VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls {EXTENSION}"
+                )
+            if reply.status_code != 200:
+                raise BackendError(f"{self.root}/collective_rpc: HTTP {reply.status_code}: {reply.text[:300]}")
+            reply = httpx.post(f"{self.root}/reset_prefix_cache", headers=self.headers, timeout=self.timeout)
+            if reply.status_code != 200 or not json.loads(reply.text or "{}").get("success", True):
+                raise BackendError(f"{self.root}/reset_prefix_cache: HTTP {reply.status_code}: {reply.text[:300]}")
+        except httpx.HTTPError as exc:
+            raise BackendError(f"{self.root}: weight reload failed: {type(exc).__name__}: {exc}") from exc
+
+
+def special_ids(model: Any, tokenizer: Any) -> tuple[int, frozenset[int]]:
+    """(padding id, end-of-sequence ids) as the ``hf`` backend chooses them."""
+    ids: set[int] = set()
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if gen_eos is not None:
+        ids.update(int(i) for i in (gen_eos if isinstance(gen_eos, list | tuple) else [gen_eos]))
+    if not ids:
+        raise BackendError("the tokenizer has no end-of-sequence token, so no answer could end")
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return (int(pad) if pad is not None else min(ids)), frozenset(ids)
+
+
+def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> RolloutSource:
+    """The rollout source ``cfg.rollout`` names, generating with ``model``'s weights (not yet synced for the
+    remote kinds: the trainer's first ``sync`` pushes them).
+
+    Raises:
+        InputError: a spec that cannot give token ids and log-probs.
+        BackendError: the generator cannot be built or reached.
+    """
+    rollout = cfg.rollout
+    kind = rollout.backend.partition(":")[0]
+    folder = Path(rollout.sync_dir) if rollout.sync_dir else run_dir / "rollout-weights"
+    if kind == "hf":
+        from milepost.backends.hf import HFBackend
+
+        # Rollouts run at the precision the loss scores at, so on-policy rho is 1 (train/onpolicy_rho).
+        backend = HFBackend(
+            model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}", autocast=torch.bfloat16 if cfg.bf16 else None
+        )
+        return Generator("hf", backend, SharedWeights())
+    truncated = cfg.agent.top_p < 1.0 or cfg.agent.top_k > 0
+    if kind == "vllm":
+        from milepost.backends.vllm import VLLMBackend
+
+        if rollout.backend != "vllm":
+            raise InputError("rollout.backend: vllm takes no path (the engine starts on the trainer's weights)")
+        write_weights(model, tokenizer, folder)
+        vllm_backend = VLLMBackend(
+            folder,
+            # Exact scoring log-probs under top-p / top-k need the whole vocabulary (see backends.vllm).
+            logprobs="full" if truncated else "processed",
+            dtype="bfloat16" if cfg.bf16 else "float32",
+            gpu_memory_utilization=rollout.gpu_memory_utilization,
+            max_model_len=rollout.max_model_len,
+            seed=cfg.seed,
+            name=f"vllm:{cfg.name}",
+        )
+        return Generator("vllm", vllm_backend, DiskReload(folder, vllm_backend.reload_weights))
+    from milepost.backends.openai_compat import OpenAIBackend
+
+    spec = parse_policy_spec(rollout.backend)
+    if truncated:
+        raise InputError(
+            "rollout.backend openai: a server returns log-probs renormalised over the top-p / top-k survivors, "
+            "not the untruncated ones the trainer scores; use agent.top_p 1 and agent.top_k 0, or rollout.backend vllm"
+        )
+    server = OpenAIBackend(
+        spec.model,
+        base_url=spec.base_url,
+        use_chat=False,
+        require_logprobs=True,
+        require_token_ids=True,
+        tokenizer=tokenizer,
+    )
+    return Generator(str(spec), server, DiskReload(folder, ServerReload(spec.base_url or "")))
