@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.milepost-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-distributed lint bench install clean
+.PHONY: demo test test-slow test-distributed test-vllm lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,22 @@ test-distributed: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[ray]"
 	$(PY) -m pytest -q -m distributed
 
+# vLLM (the vllm backend and vLLM rollouts): its CPU build pins transformers<5.20, so it gets its own venv,
+# made from scratch here (~4 min); torchvision / torchaudio / torchcodec from the index break its import.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.milepost-installed
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH)"
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e ".[vllm,ml,serve,dev]" "$(TORCH)"
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/vllm
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check milepost tests benchmarks
 	$(VENV)/bin/ruff format --check milepost tests benchmarks
@@ -42,4 +58,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .mypy_cache .ruff_cache

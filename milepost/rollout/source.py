@@ -231,6 +231,7 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
             max_model_len=rollout.max_model_len,
             seed=cfg.seed,
             name=f"vllm:{cfg.name}",
+            enforce_eager=rollout.enforce_eager,
         )
         return Generator("vllm", vllm_backend, DiskReload(folder, vllm_backend.reload_weights))
     from milepost.backends.openai_compat import OpenAIBackend

@@ -271,6 +271,8 @@ class RolloutConfig:
     """vllm: the share of accelerator memory the engine may take (of RAM on a CPU build, where ~0.1 works)"""
     max_model_len: int = 2048
     """vllm: context window of the engine (prompt + completion tokens)"""
+    enforce_eager: bool = False
+    """vllm: skip graph compilation (starts in seconds instead of a minute on a CPU; decodes slower)"""
 
     def __post_init__(self) -> None:
         kind = self.backend.partition(":")[0]
