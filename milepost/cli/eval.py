@@ -51,6 +51,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the short-horizon proxy: Sudoku solved in one answer (the whole board, checked cell by cell), "
         "Rush Hour with slide moves (compressed horizon)",
     )
+    p.add_argument(
+        "--probe",
+        choices=("knowledge",),
+        default=None,
+        help="instead of playing: the knowledge probe, generated multiple-choice sets (rules, technique "
+        "definitions, technique identification) from the data's puzzles, accuracy per set (Sudoku)",
+    )
+    p.add_argument("--probe-items", type=int, default=50, help="--probe: items per set at most (default 50)")
     p.add_argument("--n", type=int, default=4, help="samples per task (n >= every k)")
     p.add_argument("--k", type=_int_list, default=[1, 4], help="pass@k values, e.g. 1,4")
     p.add_argument("--levels", default=None, help="only these levels (e.g. L1-L3 or 4-6,7-9)")
@@ -126,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         http=HTTPOptions(args.timeout, args.max_retries, args.backoff_base, args.backoff_max),
         single_turn=args.single_turn,
     )
+    if args.probe is not None:
+        return _probe(spec, args)
     result = evaluate(
         spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed, workers=args.workers
     )
@@ -143,4 +153,27 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return INFRA_EXIT
+    return 0
+
+
+def _probe(spec: Any, args: argparse.Namespace) -> int:
+    """``--probe knowledge``: generate the items from the selected tasks, answer them, report accuracy per set."""
+    from pathlib import Path
+
+    from milepost.evaluation.probe import run_probe
+    from milepost.evaluation.runner import build_policy, select_tasks
+
+    if spec.env != "sudoku":
+        raise InputError(f"--probe knowledge: the probe's sets are about Sudoku, not {spec.env}")
+    if spec.agent != "plain" or spec.single_turn:
+        raise InputError("--probe: not with --agent sgo or --single-turn (the probe asks questions, it does not play)")
+    if args.probe_items < 1:
+        raise InputError(f"--probe-items must be >= 1, got {args.probe_items}")
+    tasks = select_tasks(spec)
+    policy = build_policy(spec)
+    result = run_probe(
+        tasks, policy, spec.settings, args.out, per_set=args.probe_items, seed=spec.seed, label=spec.policy
+    )
+    print((Path(args.out) / "report.md").read_text(encoding="utf-8"))
+    print(f"written: {args.out}/probe.jsonl, metrics.json, report.md ({len(result['sets'])} sets)")
     return 0
