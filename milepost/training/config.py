@@ -167,6 +167,9 @@ class MiRAConfig:
     more in the next phase's mix"""
     fail_boost: float = 2.0
     similar_boost: float = 1.0
+    generate: int = 0
+    """tasks generated near the failures at the end of each phase (same level or one up, same Sudoku technique
+    tier or Rush Hour blocker count, none equal to a test task) and added to the pool; 0 = off"""
     filter_low: float = 0.0
     """tasks whose V(s_0, g) is below this are left out as hopeless (0 = off)"""
     filter_high: float = 1.0
@@ -192,6 +195,10 @@ class MiRAConfig:
             raise ValueError("mira.critic_epochs, mira.critic_batch and mira.buffer must be positive")
         if self.warmup_iterations < 0 or self.shaping_anneal < 0 or self.phase_iterations < 1:
             raise ValueError("mira.warmup_iterations and mira.shaping_anneal must be >= 0, phase_iterations >= 1")
+        if self.generate < 0:
+            raise ValueError(f"mira.generate: must be >= 0, got {self.generate}")
+        if self.generate and not self.curriculum:
+            raise ValueError("mira.generate: new tasks join the failure curriculum; set mira.curriculum true")
         if self.kl_coef < 0 or self.fail_boost < 0 or self.similar_boost < 0:
             raise ValueError("mira.kl_coef, mira.fail_boost and mira.similar_boost must be >= 0")
         if not 0 <= self.filter_low < self.filter_high <= 1:

@@ -269,3 +269,18 @@ class MiRA:
 
 def _first_flags(episodes: Sequence[Episode]) -> list[bool]:
     return [t == 0 for ep in episodes for t in range(len(ep.turns))]
+
+
+_TEST_KEYS: dict[str, set[str]] = {}
+
+
+def generate_near_failures(cfg: TrainConfig, curriculum: Any, outcomes: Sequence[Any]) -> dict[str, float]:
+    """``mira.generate`` new tasks near a phase's failures, added to ``curriculum``'s pool (none equal to a test
+    task of ``cfg.data``); returns the counts to log."""
+    from milepost.datasets import load_tasks
+    from milepost.training.curriculum import task_key
+
+    if cfg.data not in _TEST_KEYS:
+        _TEST_KEYS[cfg.data] = {task_key(t) for t in load_tasks(cfg.data, "test")}
+    made = curriculum.generate(outcomes, cfg.mira.generate, cfg.seed, _TEST_KEYS[cfg.data])
+    return {"curriculum/generated": float(len(made)), "curriculum/pool": float(len(curriculum.pool))}

@@ -48,7 +48,7 @@ from milepost.training.losses import (
     mse_policy_loss,
     reinforce_loss,
 )
-from milepost.training.mira import MiRA, step_rewards, trajectory_rewards
+from milepost.training.mira import MiRA, generate_near_failures, step_rewards, trajectory_rewards
 from milepost.training.returns import advantages
 from milepost.training.setup import agent_settings, autocast_for, env_factory, load_policy, make_agent, select_tasks
 from milepost.types import Episode
@@ -275,6 +275,8 @@ def _end_phase(
     if m.filter_low > 0 or m.filter_high < 1:
         v0 = mira.initial_values(model, [t.task_id for t in pool])
         stats["curriculum/filtered"] = float(curriculum.filter(v0, m.filter_low, m.filter_high, cfg.rl.tasks_per_iter))
+    if m.generate > 0:  # new tasks near the failures join the pool
+        stats |= generate_near_failures(cfg, curriculum, outcomes)
     return stats
 
 
