@@ -46,6 +46,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--judge", default=None, help="sgo: LLM judge backend (hf:PATH | openai:MODEL@BASE_URL)")
     p.add_argument("--max-replans", type=int, default=2, help="sgo: replans per episode at most")
     p.add_argument(
+        "--judge-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="sgo: every N turns the --judge backend says on-track / off-track; off-track replans (default 0: never)",
+    )
+    p.add_argument(
         "--single-turn",
         action="store_true",
         help="the short-horizon proxy: Sudoku solved in one answer (the whole board, checked cell by cell), "
@@ -131,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         planner=args.planner,
         judge=args.judge,
         max_replans=args.max_replans,
+        judge_every=args.judge_every,
         http=HTTPOptions(args.timeout, args.max_retries, args.backoff_base, args.backoff_max),
         single_turn=args.single_turn,
     )

@@ -75,6 +75,9 @@ SGO_ROWS = (
     ("judge calls", "judge_calls"),
     ("judge disagreements with a predicate", "judge_disagreements"),
     ("turns with a PROGRESS line", "progress_lines"),
+    ("progress checks (judge every N turns)", "progress_checks"),
+    ("judged off track (replans from it)", "progress_off"),
+    ("judge agrees with the environment's progress", "progress_agreement"),
     ("turns", "turns"),
     ("plan items done / planned", "items"),
 )
@@ -87,10 +90,25 @@ def sgo_table(stats: dict[str, dict[str, int]], levels: Sequence[str]) -> str:
     for label, key in SGO_ROWS:
         if key == "items":
             cells = [f"{stats[c].get('items_done', 0)} / {stats[c].get('items', 0)}" for c in columns]
+        elif key in ("progress_checks", "progress_off", "progress_agreement"):
+            if not any(stats[c].get("progress_checks", 0) for c in columns):
+                continue  # no progress judge in this run
+            cells = [_progress_cell(key, stats[c]) for c in columns]
         else:
             cells = [str(stats[c].get(key, 0)) for c in columns]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _progress_cell(key: str, s: dict[str, int]) -> str:
+    if key == "progress_checks":
+        return str(s.get("progress_checks", 0))
+    if key == "progress_off":
+        return f"{s.get('progress_off_track', 0)} ({s.get('progress_replans', 0)})"
+    # agreement over the checks where both the judge answered and the environment's progress is known
+    known = s.get("progress_known", 0)
+    agree = s.get("progress_agree", 0)
+    return f"{agree} / {known} ({100 * agree / known:.0f}%)" if known else "-"
 
 
 def infra_paragraph(infra: dict[str, Any], levels: Sequence[LevelMetrics]) -> list[str]:

@@ -65,6 +65,8 @@ class EvalSpec:
     """SGO: optional LLM judge backend spec"""
     max_replans: int = 2
     """SGO: replans per episode at most"""
+    judge_every: int = 0
+    """SGO: every N turns the judge (``judge``) says on-track / off-track; off-track replans (0 = never)"""
     http: HTTPOptions = field(default_factory=HTTPOptions)
     """openai backends (policy, planner, judge): timeout, retries, backoff; not part of the run's identity"""
     single_turn: bool = False
@@ -81,6 +83,10 @@ class EvalSpec:
             raise InputError("--planner and --judge need --agent sgo")
         if self.max_replans < 0:
             raise InputError(f"--max-replans must be >= 0, got {self.max_replans}")
+        if self.judge_every < 0:
+            raise InputError(f"--judge-every must be >= 0, got {self.judge_every}")
+        if self.judge_every and (self.agent != "sgo" or self.judge is None):
+            raise InputError("--judge-every needs --agent sgo and a --judge backend")
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
         if self.single_turn:
@@ -98,6 +104,8 @@ class EvalSpec:
                 data.pop(key)
         if not self.single_turn:
             data.pop("single_turn")  # run folders written before the proxy existed still resume
+        if not self.judge_every:
+            data.pop("judge_every")  # likewise SGO runs from before progress judging
         return data
 
 
@@ -154,7 +162,13 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
         if parsed.kind not in ("hf", "openai"):
             raise InputError(f"--judge {spec.judge!r}: the judge needs a model backend (hf:PATH or openai:MODEL@URL)")
         judge = LLMJudge(backend_for(str(parsed)))
-    return SGOAgent(planner, judge, SGOConfig(fallback=FallbackPolicy(max_replans=spec.max_replans)))
+    progress_judge = None
+    if spec.judge_every:
+        from milepost.planning.progress_judge import LLMProgressJudge
+
+        progress_judge = LLMProgressJudge(backend_for(str(parse_policy_spec(spec.judge or ""))))
+    config = SGOConfig(fallback=FallbackPolicy(max_replans=spec.max_replans), judge_every=spec.judge_every)
+    return SGOAgent(planner, judge, config, progress_judge)
 
 
 def evaluate(

@@ -17,9 +17,11 @@ from typing import Any
 from milepost.agent.loop import LiveEpisode
 from milepost.agent.parsing import parse_answer
 from milepost.agent.prompts import SGO_ANSWER_FORMAT
+from milepost.errors import InputError
 from milepost.planning.domains import Domain, domain_for
 from milepost.planning.fallback import FallbackPolicy, decide, detector_for, stuck_reason
 from milepost.planning.planner import Planner, ProgrammaticPlanner
+from milepost.planning.progress_judge import ProgressJudge, environment_progress
 from milepost.planning.reflection import parse_progress, render_checklist, true_progress
 from milepost.planning.tracker import MilestoneTracker
 from milepost.planning.validator import Judge, SubgoalValidator
@@ -40,6 +42,12 @@ SGO_COUNTERS = (
     "progress_lines",
     "focus_mismatches",
     "turns",
+    "progress_checks",
+    "progress_off_track",
+    "progress_abstained",
+    "progress_known",
+    "progress_agree",
+    "progress_replans",
 )
 
 
@@ -50,6 +58,12 @@ class SGOConfig:
     fallback: FallbackPolicy = field(default_factory=FallbackPolicy)
     observe: bool = True
     """mark items whose predicate holds even when the agent does not claim them (claims are still checked)"""
+    judge_every: int = 0
+    """N: every N turns the progress judge says on-track / off-track; off-track replans (0 = never)"""
+
+    def __post_init__(self) -> None:
+        if self.judge_every < 0:
+            raise ValueError(f"judge_every must be >= 0, got {self.judge_every}")
 
 
 class SGOState:
@@ -111,17 +125,25 @@ class SGOAgent:
     Args:
         planner: makes the initial plan and the replans (default: the programmatic planner).
         judge: optional LLM judge for the validator.
-        config: fallback bounds and whether the tracker reads predicates by itself.
+        config: fallback bounds, whether the tracker reads predicates by itself, how often progress is judged.
+        progress_judge: the progress judge asked every ``config.judge_every`` turns.
     """
 
     name = "sgo"
 
     def __init__(
-        self, planner: Planner | None = None, judge: Judge | None = None, config: SGOConfig | None = None
+        self,
+        planner: Planner | None = None,
+        judge: Judge | None = None,
+        config: SGOConfig | None = None,
+        progress_judge: ProgressJudge | None = None,
     ) -> None:
         self.planner = planner or ProgrammaticPlanner()
         self.judge = judge
         self.config = config or SGOConfig()
+        self.progress_judge = progress_judge
+        if self.config.judge_every and progress_judge is None:
+            raise InputError("judge_every needs a progress judge (--judge-every needs --judge)")
 
     def start(self, ep: LiveEpisode) -> None:
         env = ep.env
@@ -187,7 +209,43 @@ class SGOAgent:
         stuck = state.detector.update(turn.state_key, action, new)
         if stuck and info.get("termination_reason") is None:
             feedback.append(self._fallback(ep, state, t))
+        every = self.config.judge_every
+        if every and (t + 1) % every == 0 and info.get("termination_reason") is None and not stuck:
+            feedback.append(self._judge_progress(ep, state, t, info))
         state.feedback = "; ".join(f for f in feedback if f) or None
+
+    def _judge_progress(self, ep: LiveEpisode, state: SGOState, t: int, info: dict[str, Any]) -> str:
+        """Ask the progress judge about the last N turns; record its verdict beside the environment's own
+        progress over them; replan when it says off track (within the replan budget)."""
+        assert self.progress_judge is not None
+        tracker, counts, env, every = state.tracker, state.counts, ep.env, self.config.judge_every
+        window = ep.turns[-every:]
+        history = [parse_answer(u.text).action or u.text.strip()[:80] for u in window]
+        before = ep.turns[-every - 1].remaining_distance if len(ep.turns) > every else ep.job.task.goal_distance
+        truth = environment_progress(before, info.get("remaining_distance"), solved=False, dead=env.rules.is_dead())
+        verdict = self.progress_judge.on_track(
+            env.goal_text(), render_checklist(tracker, None), history, env.rules.render(None), seed=ep.seed * 1_000 + t
+        )
+        counts["progress_checks"] += 1
+        if verdict is None:
+            counts["progress_abstained"] += 1
+        elif truth is not None:  # both answered: the agreement's denominator
+            counts["progress_known"] += 1
+            counts["progress_agree"] += int(verdict == truth)
+        tracker.log(t, "progress_judged", verdict=verdict, environment=truth)
+        if verdict is not False:
+            return ""
+        counts["progress_off_track"] += 1
+        if counts["replans"] >= self.config.fallback.max_replans:
+            return "progress judge: off track (no replan left)"
+        plan = self.planner.plan(env, seed=ep.seed * 31 + counts["replans"] + 1)
+        tracker.replace_plan(plan, t, "the progress judge says off track")
+        if self.config.observe:
+            tracker.observe(env.state, env.completed, t)
+        state.detector = detector_for(tracker)
+        counts["replans"] += 1
+        counts["progress_replans"] += 1
+        return "progress judge: off track, replanned from the current state"
 
     def _fallback(self, ep: LiveEpisode, state: SGOState, t: int) -> str:
         tracker, counts = state.tracker, state.counts
