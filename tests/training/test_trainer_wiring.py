@@ -299,3 +299,105 @@ def test_plain_advantages_rank_successes_above_failures() -> None:
     steps = [_ep("a", [_turn(fmt=-1.0)]), _ep("a", [_turn()])]
     pen, clean = batch_advantages(steps, _cfg(alpha=0.2))
     assert float(pen[0]) < 0 < float(clean[0])  # a format penalty lowers the advantage
+
+
+def _seq_logp(model: Any, sample: Any) -> torch.Tensor:
+    """sum_i log pi(y_i | x, y_<i) at TEMPERATURE, straight from the logits (with gradient)."""
+    ids = list(sample.prompt_ids) + list(sample.completion_ids)
+    logits = model(torch.tensor([ids])).logits[0].float()
+    start = len(sample.prompt_ids) - 1
+    logp = torch.log_softmax(logits[start : len(ids) - 1] / TEMPERATURE, -1)
+    return logp.gather(1, torch.tensor(sample.completion_ids).unsqueeze(1)).sum()
+
+
+def test_update_reports_the_loss_it_stepped_on(tiny: Path) -> None:
+    """The statistics of an update are those of its objective: loss, gradient norm, turns, tokens, weights;
+    the MiRA objectives (MSE regression, REINFORCE + KL) enter exactly when configured."""
+    import random
+
+    torch.set_num_threads(1)
+    backend = _backend(tiny)
+    model = backend.model
+    (sample,) = turn_samples(_play(backend, 0)[:1], _cfg(normalisation="none"))
+    sample.advantage = 0.75
+
+    def run(samples: list[Any], cfg: TrainConfig, ref: Any = None) -> dict[str, float]:
+        net = copy.deepcopy(model)
+        opt = torch.optim.SGD(net.parameters(), lr=0.0)  # the model stays put: every minibatch sees it
+        return update(net, opt, samples, cfg, backend.pad_id, random.Random(0), ref)
+
+    def expected(objective: Callable[[Any], torch.Tensor]) -> tuple[float, float]:
+        net = copy.deepcopy(model)
+        loss = objective(net)
+        loss.backward()
+        norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in net.parameters() if p.grad is not None))
+        return loss.item(), float(norm)
+
+    n_tokens = len(sample.completion_ids)
+    loss, norm = expected(lambda net: -sample.advantage * _seq_logp(net, sample))
+    # the same turn twice in two minibatches of one: per-minibatch means, averaged
+    twice = run([sample, copy.deepcopy(sample)], _cfg(minibatches=2))
+    assert twice["loss"] == pytest.approx(loss, rel=1e-4)
+    assert twice["grad_norm"] == pytest.approx(norm, rel=1e-3)
+    assert twice["turns"] == 2 and twice["tokens"] == 2 * n_tokens
+    assert twice["mean_weight"] == pytest.approx(1.0, abs=1e-4) and twice["masked_frac"] == 0.0
+    assert twice["onpolicy_rho"] == pytest.approx(1.0, abs=1e-4)
+
+    # MiRA, MSE regression against a reference policy: (beta log(pi / pi_ref) - A)^2
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    ref_logp = float(_seq_logp(ref, sample).detach())
+    mse = _cfg()
+    mse.mira = MiRAConfig(enabled=True, objective="mse", beta=0.5)
+    got = run([sample], mse, ref)
+    loss, norm = expected(lambda net: (0.5 * (_seq_logp(net, sample) - ref_logp) - sample.advantage) ** 2)
+    assert got["loss"] == pytest.approx(loss, rel=1e-4) and got["grad_norm"] == pytest.approx(norm, rel=1e-3)
+
+    # MiRA, REINFORCE + kl_coef x KL(pi || pi_ref) (k3 estimate per token), and without the KL term
+    kl = _cfg()
+    kl.mira = MiRAConfig(enabled=True, objective="reinforce", kl_coef=0.3)
+
+    def reinforce_kl(net: Any, coef: float) -> torch.Tensor:
+        ids = list(sample.prompt_ids) + list(sample.completion_ids)
+        start, toks = len(sample.prompt_ids) - 1, torch.tensor(sample.completion_ids).unsqueeze(1)
+
+        def per_token(m: Any) -> torch.Tensor:
+            logits = m(torch.tensor([ids])).logits[0].float()
+            return torch.log_softmax(logits[start : len(ids) - 1] / TEMPERATURE, -1).gather(1, toks).squeeze(1)
+
+        new, old = per_token(net), per_token(ref).detach()
+        d = old - new
+        return -sample.advantage * new.sum() + coef * (torch.exp(d) - d - 1).mean()
+
+    ref_samples = [copy.deepcopy(sample)]
+    got = run(ref_samples, kl, ref)
+    loss, norm = expected(lambda net: reinforce_kl(net, 0.3))
+    assert got["loss"] == pytest.approx(loss, rel=1e-4) and got["grad_norm"] == pytest.approx(norm, rel=1e-3)
+    kl.mira = MiRAConfig(enabled=True, objective="reinforce", kl_coef=0.0)
+    got = run(ref_samples, kl, ref)
+    loss, _ = expected(lambda net: reinforce_kl(net, 0.0))
+    assert got["loss"] == pytest.approx(loss, rel=1e-4)
+
+
+def test_on_policy_weights_with_turns_of_different_lengths(tiny: Path) -> None:
+    """Padding never enters the weights: on-policy turns of different lengths all weigh 1."""
+    import random
+
+    torch.set_num_threads(1)
+    backend = _backend(tiny)
+    episodes = [
+        _episode(task, c, False)
+        for task, prompt in enumerate(PROMPTS)
+        for c in _sample(backend, list(prompt), 4, seed=task, max_new_tokens=8)
+    ]
+    samples = turn_samples(episodes, _cfg())
+    for i, s in enumerate(samples):  # prefixes of an on-policy answer are on-policy answers
+        keep = 1 + i % len(s.completion_ids)
+        s.completion_ids, s.logprobs = s.completion_ids[:keep], s.logprobs[:keep]
+    assert len({len(s.completion_ids) for s in samples}) > 2
+    opt = torch.optim.SGD(backend.model.parameters(), lr=0.0)
+    stats = update(backend.model, opt, samples, _cfg(is_low=0.995, is_high=1.01), backend.pad_id, random.Random(0))
+    assert stats["masked_frac"] == 0.0 and stats["mean_weight"] == pytest.approx(1.0, abs=1e-4)
+    assert stats["tokens"] == sum(len(s.completion_ids) for s in samples)
