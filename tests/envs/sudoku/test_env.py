@@ -260,9 +260,7 @@ def test_fuzz_answers_reach_applied_and_illegal_actions() -> None:
 
     applied = find(_ANSWERS, lambda t: len(outcome(t)["actions"]) >= 1, settings=_FIND)
     assert len(outcome(applied)["actions"]) >= 1
-    illegal = find(
-        _ANSWERS, lambda t: outcome(t)["reward_terms"]["valid"] == -1.0, settings=settings(max_examples=5000)
-    )
+    illegal = find(_ANSWERS, lambda t: outcome(t)["reward_terms"]["valid"] == -1.0, settings=_FIND)
     assert outcome(illegal)["reward_terms"]["valid"] == -1.0
 
 
