@@ -58,6 +58,10 @@ def run_train(args: argparse.Namespace) -> int:
     cfg = _config(args)
     assert isinstance(cfg, TrainConfig)
     final = train_rl(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    import os
+
+    if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports and evaluates
+        return 0
     print(f"policy written to {final}")
     if args.eval:
         from pathlib import Path

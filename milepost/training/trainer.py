@@ -26,6 +26,8 @@ from milepost.backends.base import Backend
 from milepost.backends.hf import load_model, resolve_device_dtype
 from milepost.backends.logprobs import sequence_logprobs
 from milepost.config import to_yaml
+from milepost.distributed.fsdp import FSDP
+from milepost.distributed.fsdp import setup as fsdp_setup
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import append_jsonl, atomic_write_text, read_jsonl
 from milepost.progress import progress_bar
@@ -135,6 +137,7 @@ def update(
     pad_id: int,
     rng: random.Random,
     ref: Any = None,
+    fsdp: FSDP | None = None,
 ) -> dict[str, float]:
     """M minibatch steps over the iteration's turns; returns the loss and importance-weight statistics.
 
@@ -142,7 +145,9 @@ def update(
     regression (beta log(pi / pi_ref) - A)^2 against ``ref``; ``mira.kl_coef`` adds KL(pi || pi_ref). The
     importance-weight statistics (``masked_frac``, ``mean_weight``) are reported only by the objective that
     uses the weights; ``onpolicy_rho*`` (the geometric-mean ratio rho_geo of the first minibatch, scored before
-    any step of this iteration, so 1 unless sampler and trainer disagree) are reported by both.
+    any step of this iteration, so 1 unless sampler and trainer disagree) are reported by both. Under ``fsdp``
+    each rank takes its share of every minibatch (``FSDP.split``) and the statistics are summed over ranks
+    (``onpolicy_rho*`` stay this rank's).
     """
     order = list(range(len(samples)))
     rng.shuffle(order)
@@ -166,11 +171,18 @@ def update(
                 [s.completion_ids for s in batch],
                 cfg.agent.temperature,
                 pad_id=pad_id,
+                # FSDP2 frees a layer's gathered weights after each forward: a prefix prefilled in a forward of
+                # its own would leave backward reading freed storage, so sharded models score whole rows.
+                share_prefix=fsdp is None,
             )
         return out.float()
 
     for j, chunk in enumerate(chunks):
         batch = [samples[i] for i in chunk]
+        scale = 1.0
+        if fsdp is not None:  # FSDP hook: this rank's share of the minibatch, its loss scaled to the whole's
+            batch, scale = fsdp.split(batch)
+        live = float(scale > 0)  # a rank left without turns runs one at scale 0 and counts none
         logp = logprobs_of(model, batch)  # (B, C)
         width = logp.shape[1]
         lengths = torch.tensor([len(s.completion_ids) for s in batch])
@@ -193,19 +205,24 @@ def update(
         else:
             weights, kept = importance_weights(logp, old, mask, is_cfg)
             loss = reinforce_loss(logp, mask, adv, weights)
-            stats["kept"] += kept.float().sum().item()
-            stats["weight"] += weights.sum().item()
+            stats["kept"] += kept.float().sum().item() * live
+            stats["weight"] += weights.sum().item() * live
         if kl_coef > 0 and ref_logp is not None:
             loss = loss + kl_coef * kl_penalty(logp, ref_logp, mask)
+        loss = loss * scale
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.grad_clip)
+        if hasattr(grad, "full_tensor"):  # FSDP: the total norm is a replicated DTensor
+            grad = grad.full_tensor()
         optimizer.step()
         stats["loss"] += loss.item() / m
         stats["grad_norm"] += float(grad) / m
-        stats["turns"] += len(batch)
-        stats["tokens"] += int(lengths.sum())
+        stats["turns"] += len(batch) * live
+        stats["tokens"] += int(lengths.sum()) * live
     model.eval()
+    if fsdp is not None:  # FSDP hook: the whole minibatches' statistics
+        stats = fsdp.reduce_stats(stats, ("loss", "kept", "weight", "turns", "tokens"))
     n = max(stats["turns"], 1.0)
     out = {
         "loss": stats["loss"],
@@ -299,7 +316,11 @@ def train_rl(
     """Run REINFORCE from ``cfg.model`` (or resume ``out_dir``) and return the final model directory.
 
     ``stop_after`` ends the run after that many iterations as if it had been killed (for resume tests).
+    Under ``torchrun`` with several processes the model is trained with FSDP2 (``milepost.distributed.fsdp``):
+    rank 0 generates and writes, every rank trains on its share of each minibatch.
     """
+    fsdp = fsdp_setup(cfg)  # FSDP hook: None unless torchrun started several processes
+    main = fsdp is None or fsdp.is_main
     run_dir = Path(out_dir)
     config_yaml = to_yaml(cfg)
     torch.set_num_threads(cfg.threads)
@@ -317,11 +338,14 @@ def train_rl(
         run_dir.mkdir(parents=True, exist_ok=True)
         write_run_config(run_dir, config_yaml, resume=resume)
         ckpt = latest_checkpoint(run_dir) if resume else None
-        if ckpt is not None:
-            model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
-        else:
-            model, tokenizer = load_policy(cfg, run_dir)
+        with fsdp.main_first() if fsdp is not None else contextlib.nullcontext():  # FSDP hook: rank 0 builds tiny:
+            if ckpt is not None:
+                model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
+            else:
+                model, tokenizer = load_policy(cfg, run_dir)
         pad_id, eos_ids = special_ids(model, tokenizer)
+        if fsdp is not None:  # FSDP hook: shard the trained model; rank 0 keeps an unsharded copy to generate
+            model = fsdp.shard(model)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
         mira = MiRA(cfg, model, pad_id, min(eos_ids)) if cfg.mira.enabled else None
         curricula: dict[str, FailureCurriculum] = {}
@@ -329,7 +353,8 @@ def train_rl(
         start = 0
         if ckpt is not None:
             state, meta = load_checkpoint_state(ckpt)
-            restore_state("optimizer", optimizer.load_state_dict, state["optimizer"], ckpt)
+            load_optimizer = optimizer.load_state_dict if fsdp is None else fsdp.optimizer_loader(model, optimizer)
+            restore_state("optimizer", load_optimizer, state["optimizer"], ckpt)
             start = meta.step
             extra = state.get("extra_state") or {}
             if mira is not None and "mira" in extra:
@@ -338,12 +363,15 @@ def train_rl(
                 for levels, cur_state in extra["curricula"].items():
                     curricula[levels] = _curriculum(cfg, pool_of(Phase(levels=levels, iterations=1)))
                     curricula[levels].load_state_dict(cur_state)
-        source: RolloutSource = make_rollout_source(cfg, model, tokenizer, run_dir)
+        if fsdp is None:
+            source: RolloutSource = make_rollout_source(cfg, model, tokenizer, run_dir)
+        else:  # FSDP hook: rank 0's generator; pushes gather the shards
+            source = fsdp.rollout_source(cfg, model, tokenizer, run_dir)
         source.sync(model, tokenizer, start)  # the generator starts on the weights training starts from
-    if ckpt is not None:
+    if ckpt is not None and main:
         _truncate_metrics(run_dir / "metrics.jsonl", start)
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
-    policy = BackendPolicy(source.backend, settings)
+    policy: Any = BackendPolicy(source.backend, settings) if main else None  # FSDP: rank 0 alone generates
     make = None
 
     def play(tasks: list[Any], seed: int) -> list[Episode]:
@@ -371,7 +399,7 @@ def train_rl(
     bar = progress_bar(
         range(start, cfg.rl.iterations),
         desc=f"train [{cfg.name}]",
-        enabled=progress,
+        enabled=progress and main,
         initial=start,
         total=cfg.rl.iterations,
     )
@@ -390,7 +418,10 @@ def train_rl(
             mira.refresh_reference(model)
         sync_s = source.sync(model, tokenizer, it) if it - source.version >= cfg.rollout.sync_every else 0.0
         t0 = time.perf_counter()
-        episodes = play(tasks, cfg.seed * 1_000_003 + it)
+        if fsdp is None:
+            episodes = play(tasks, cfg.seed * 1_000_003 + it)
+        else:  # FSDP hook: rank 0 plays, every rank gets the episodes
+            episodes = fsdp.on_main(play, tasks, cfg.seed * 1_000_003 + it)
         t1 = time.perf_counter()
         for ep in episodes:
             ep.meta["policy_version"] = source.version
@@ -403,7 +434,7 @@ def train_rl(
         else:
             samples = turn_samples(episodes, cfg)
         ref = mira.ref if mira is not None else None
-        upd = update(model, optimizer, samples, cfg, pad_id, rng, ref) if samples else {}
+        upd = update(model, optimizer, samples, cfg, pad_id, rng, ref, fsdp) if samples else {}
         t2 = time.perf_counter()
         if mira is not None:
             mstats |= mira.fit(crit, rng)
@@ -425,7 +456,8 @@ def train_rl(
             "perf/rollout_share": (t1 - t0) / max(t3 - t0, 1e-9),
             "perf/sync_s": sync_s,
         }
-        append_jsonl(run_dir / "metrics.jsonl", row)
+        if main:
+            append_jsonl(run_dir / "metrics.jsonl", row)
         bar.set_postfix(success=f"{row['rollout/success']:.2f}", masked=f"{upd.get('masked_frac', 0):.2f}")
         if done % cfg.checkpoint_every == 0 or done == cfg.rl.iterations or done == stop_after:
             extra_state = None
@@ -435,12 +467,18 @@ def train_rl(
                     "curricula": {lv: c.state_dict() for lv, c in curricula.items()},
                     "phase_outcomes": [tuple(o) for o in phase_outcomes],
                 }
-            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-                save_checkpoint(run_dir, done, model, tokenizer, optimizer, None, config_yaml, extra_state=extra_state)
+            if fsdp is not None:  # FSDP hook: gathered to rank 0, written as an ordinary checkpoint
+                fsdp.save_checkpoint(run_dir, done, model, tokenizer, optimizer, config_yaml)
+            else:
+                with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+                    save_checkpoint(
+                        run_dir, done, model, tokenizer, optimizer, None, config_yaml, extra_state=extra_state
+                    )
         if cfg.eval.every and done % cfg.eval.every == 0 and done < cfg.rl.iterations:
             source.sync(model, tokenizer, done)
-            result = evaluate_policy(cfg, source.backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
-            append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"]})
+            if main:
+                result = evaluate_policy(cfg, source.backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
+                append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"]})
         if stop_after is not None and done >= stop_after:
             bar.close()
             source.close()
@@ -448,6 +486,9 @@ def train_rl(
     bar.close()
     source.close()
     final = run_dir / "final"
+    if fsdp is not None:  # FSDP hook: the gathered model, written by rank 0
+        fsdp.save_final(model, tokenizer, final)
+        return final
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
         model.save_pretrained(final)
         tokenizer.save_pretrained(final)
