@@ -21,3 +21,20 @@ def test_a_repeated_state_just_outside_the_window_is_not_counted() -> None:
     assert [narrow.update(s, f"a{i}") for i, s in enumerate(states)] == [False] * 5
     wide = StuckDetector([10])  # W = 2 * 10 = 20 while the 10-step subgoal is current
     assert [wide.update(s, f"a{i}") for i, s in enumerate(states)] == [False] * 4 + [True]
+
+
+def test_nothing_recorded_is_never_stuck_and_a_reset_starts_a_fresh_window() -> None:
+    det = StuckDetector([], repeats=1)  # even the strictest setting needs one recorded turn
+    assert not det.is_stuck()
+    assert det.update("s", "a")  # one occurrence is already a repeat at repeats=1
+    det.reset_progress()
+    assert not det.is_stuck() and det.since_milestone == 0
+    clock = StuckDetector([2])  # W = 4
+    assert [clock.update(f"s{i}", f"a{i}") for i in range(3)] == [False] * 3
+    clock.reset_progress()  # a replan: the turns without a milestone start counting again
+    assert [clock.update(f"t{i}", f"b{i}") for i in range(4)] == [False, False, False, True]
+    rep = StuckDetector([])
+    rep.update("s", "a")
+    rep.update("s", "a")
+    rep.reset_progress()  # the repeats before the reset are forgotten
+    assert not rep.update("s", "a") and not rep.update("s", "a") and rep.update("s", "a")
