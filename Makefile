@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.milepost-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-distributed test-vllm lint bench install clean
+.PHONY: demo test test-slow test-distributed test-vllm mutation lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,9 +48,15 @@ $(VLLM_STAMP): pyproject.toml
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/vllm
 
+# Mutation gate (mutation/config.toml): mutmut over the trainer's logic and its safety checks, each module with
+# the tests that guard it; prints a score per module and fails below the floors set there.
+mutation: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[mutation]"
+	$(PY) mutation/run.py
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check milepost tests benchmarks
-	$(VENV)/bin/ruff format --check milepost tests benchmarks
+	$(VENV)/bin/ruff check milepost tests benchmarks mutation
+	$(VENV)/bin/ruff format --check milepost tests benchmarks mutation
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
