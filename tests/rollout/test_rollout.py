@@ -175,3 +175,29 @@ def test_a_server_cannot_give_untruncated_log_probs_of_a_truncated_sampler(data4
     cfg.agent.top_p = 0.9
     with pytest.raises(InputError, match="top_p"):
         make_rollout_source(cfg, None, None, tmp_path)
+
+
+def test_lora_adapters_are_merged_before_a_push() -> None:
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from milepost.backends.hf import load_model
+
+    base, _ = load_model(SHIPPED, torch.device("cpu"), torch.float32)
+    original = merged_state_dict(base)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)  # B starts at zero: make the adapter change the weights
+    expected = copy.deepcopy(model).merge_and_unload().state_dict()
+    state = merged_state_dict(model)
+    assert set(state) == set(original)  # the plain model's names: no lora_ tensors, no base_layer infix
+    for name, tensor in state.items():
+        assert torch.allclose(tensor, expected[name], atol=1e-6), name
+        changed = not torch.equal(tensor, original[name])
+        assert changed == ("q_proj" in name or "v_proj" in name), name  # exactly the adapted weights moved
+    # The adapter is unmerged again afterwards: the trainer keeps training A and B, not the merged weights.
+    assert any("lora_A" in n for n, _ in model.named_parameters())
+    assert not any(getattr(m, "merged", False) for m in model.modules())
