@@ -55,8 +55,8 @@ mutation: $(STAMP)
 	$(PY) mutation/run.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check milepost tests benchmarks mutation
-	$(VENV)/bin/ruff format --check milepost tests benchmarks mutation
+	$(VENV)/bin/ruff check milepost tests benchmarks experiments mutation
+	$(VENV)/bin/ruff format --check milepost tests benchmarks experiments mutation
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)

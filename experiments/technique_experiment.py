@@ -16,27 +16,27 @@ scale, end to end:
    ``hints_tail`` view (``--render``): the board and the 8 cells with the fewest candidates, fewest last, so
    that a forced cell is the line right before the answer. With every cell listed (``hints``, fewest first)
    the same model did not learn the easy step in 820 steps (3-5 of 56 first moves right; git history of
-   ``benchmarks/results/technique.md``); with ``hints_tail`` it did in 877 (56 of 56).
+   ``experiments/results/technique.md``); with ``hints_tail`` it did in 877 (56 of 56).
 3. A quick check: greedy first-move accuracy on every test task (per level and tier).
 4. Evaluation (``milepost.evaluation.runner.evaluate``): n = 4 samples at temperature 0.8, k in {1, 4},
    H_max = ``--max-steps`` (the largest goal distance, 45, + 15) on the mixed-tier test set.
 
-Writes ``benchmarks/results/technique.{md,json,png}`` (``--out``): avg@4 and pass@4 per level x tier with 95%
+Writes ``experiments/results/technique.{md,json,png}`` (``--out``): avg@4 and pass@4 per level x tier with 95%
 bootstrap intervals and task counts, a scripted reference (the exact success chance of always filling the
 fewest-candidates cell with a uniformly chosen candidate: what a model that learnt only the easy step and
 guessed elsewhere would score), step accuracy per cell, the share of the oracle's moves that are not naked
 singles of the basic candidates, what the model answered at states with no forced cell, and success / step
 accuracy against goal distance (one line per tier). Every figure is what the run measured.
 
-Usage, as run for ``benchmarks/results/technique.md`` (about 16 minutes on the 2-core machine: data ~3 min,
+Usage, as run for ``experiments/results/technique.md`` (about 16 minutes on the 2-core machine: data ~3 min,
 SFT ~7 min, first-move check ~3 s, evaluation of 8 tasks per (level, tier) at L1-L7 ~6 min)::
 
-    python benchmarks/technique_experiment.py --work /tmp/tech500
+    python experiments/technique_experiment.py --work /tmp/tech500
 
-and, training on easy L3-L4 only as the paper does (``benchmarks/results/technique-train-L3-L4/``)::
+and, training on easy L3-L4 only as the paper does (``experiments/results/technique-train-L3-L4/``)::
 
-    python benchmarks/technique_experiment.py --work /tmp/tech_l34 --train-levels L3-L4 \
-        --out benchmarks/results/technique-train-L3-L4
+    python experiments/technique_experiment.py --work /tmp/tech_l34 --train-levels L3-L4 \
+        --out experiments/results/technique-train-L3-L4
 
 ``--stop-after-check`` stops after the first-move check (to size SFT before paying for the evaluation).
 
@@ -65,7 +65,7 @@ import torch
 
 import milepost.training.sft as sft_module
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # common.py
 
 from common import write_experiment
 
@@ -136,7 +136,7 @@ def build_data(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "size": 9,
         "seed": args.seed,
         "tier": "easy,medium,hard",
-        "command": "benchmarks/technique_experiment.py (easy: dataset.build_dataset; medium/hard per level: "
+        "command": "experiments/technique_experiment.py (easy: dataset.build_dataset; medium/hard per level: "
         "harder.build_graded_dataset)",
         "cells": cells,
         "counts": {"test": len(test)},
@@ -437,7 +437,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "# Technique generalisation (9x9 Sudoku, tiny model SFT on easy puzzles; paper appendix D.4, Figure 12)",
         "",
-        f"Command: `python benchmarks/technique_experiment.py {meta['command']}` "
+        f"Command: `python experiments/technique_experiment.py {meta['command']}` "
         f"(defaults otherwise; Python {meta['python']}, torch {meta['torch']}, {meta['threads']} torch threads).",
         "",
         f"- **Data** (seed {meta['seed']}): easy training set {meta['levels']} x {meta['train_per_level']} tasks "

@@ -19,9 +19,9 @@ Usage (one CPU thread; measured at the defaults on a shared 2-core machine, load
 10 min plain and 19 min SGO, the longer SGO prompts, and evaluation 1 and 3.5 min)::
 
     milepost data sudoku --size 4 --levels S1-S5 --train 400 --test 40 --seed 0 --out /tmp/sgo_data
-    nice -n 5 python benchmarks/sgo_experiment.py --data /tmp/sgo_data --work /tmp/sgo_runs --limit 10
+    nice -n 5 python experiments/sgo_experiment.py --data /tmp/sgo_data --work /tmp/sgo_runs --limit 10
 
-Writes ``benchmarks/results/sgo.{md,json,png}``. The numbers are what this run measured, good or bad.
+Writes ``experiments/results/sgo.{md,json,png}``. The numbers are what this run measured, good or bad.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # common.py
 
 from common import write_experiment
 
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--out", default=str(RESULTS), help="where sgo.md / sgo.json / sgo.png go")
     args = parser.parse_args(argv)
-    args.command = shlex.join(["python", "benchmarks/sgo_experiment.py", *(sys.argv[1:] if argv is None else argv)])
+    args.command = shlex.join(["python", "experiments/sgo_experiment.py", *(sys.argv[1:] if argv is None else argv)])
     print(write_experiment(Path(args.out), "sgo", run(args), render, plot))
     return 0
 

@@ -20,9 +20,9 @@ MSE against the progress labels, and Kendall's tau-b between an episode's subgoa
 
 Usage (about 25 minutes on 2 cores at the defaults)::
 
-    python benchmarks/mira_experiment.py --work runs/mira-exp
+    python experiments/mira_experiment.py --work runs/mira-exp
 
-Resumable: finished stages are kept in ``--work`` and skipped. Writes ``benchmarks/results/mira.{md,json,png}``
+Resumable: finished stages are kept in ``--work`` and skipped. Writes ``experiments/results/mira.{md,json,png}``
 and ``mira_training.png``. The numbers are what the run measured, good or bad.
 """
 
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = ROOT / "experiments" / "results"
 CONFIGS = ROOT / "configs" / "tiny-cpu"
 ARMS = {
     "sparse": "sudoku4_sparse_long.yaml",
@@ -223,7 +223,7 @@ def main() -> None:
     md = [
         "# MiRA vs sparse REINFORCE and ablations (4x4 Sudoku, tiny model, equal budget)",
         "",
-        "Command: `python benchmarks/mira_experiment.py "
+        "Command: `python experiments/mira_experiment.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("only_start",))
         + "`.",
         "",
