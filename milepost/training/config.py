@@ -216,6 +216,9 @@ class SFTConfig:
     """share of demonstration tasks played in flexible macro mode (up to ``macro_k`` actions per turn), so one
     checkpoint serves both the atomic and the macro arms"""
     macro_k: int = 4
+    macro_mode: str = "flexible"
+    """action mode of the macro demonstrations: flexible (up to ``macro_k`` actions per turn) | slide (Rush Hour:
+    one ``move(X, dir, N)`` per turn, for the slide-macro arm)"""
     cell_first: bool = False
     """Sudoku demonstrations write value(rXcY, n): the cell before the digit, which small models learn sooner"""
     epochs: float = 2.0
@@ -246,6 +249,8 @@ class SFTConfig:
             raise ValueError("sft: tasks, epochs, batch_size and lr must be positive")
         if not 0 <= self.macro_share <= 1 or self.macro_k < 1:
             raise ValueError("sft.macro_share must be in [0, 1] and sft.macro_k >= 1")
+        if self.macro_mode not in ("flexible", "slide"):
+            raise ValueError(f"sft.macro_mode: {self.macro_mode!r} is not one of flexible, slide")
         if not 0 <= self.noise < 1:
             raise ValueError(f"sft.noise: must be in [0, 1), got {self.noise}")
 
@@ -280,12 +285,15 @@ class RolloutConfig:
     """vllm: context window of the engine (prompt + completion tokens)"""
     enforce_eager: bool = False
     """vllm: skip graph compilation (starts in seconds instead of a minute on a CPU; decodes slower)"""
+    workers: int = 0
+    """Ray actors that play the rollouts, each with its own copy of the policy (0: in the trainer's process;
+    milepost.distributed.rollout); the weights reach them at every sync"""
 
     def __post_init__(self) -> None:
         kind = self.backend.partition(":")[0]
         if kind not in ("hf", "vllm", "openai"):
             raise ValueError(f"rollout.backend: {self.backend!r} is not hf, vllm or openai:MODEL@URL")
-        if kind == "openai" and "@" not in self.backend:
+        if kind == "openai" and "@http" not in self.backend:
             raise ValueError(f"rollout.backend: {self.backend!r} needs the server, openai:MODEL@http://HOST:PORT/v1")
         if self.sync_every < 1:
             raise ValueError(f"rollout.sync_every: must be >= 1, got {self.sync_every}")
@@ -293,6 +301,10 @@ class RolloutConfig:
             raise ValueError(f"rollout.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.max_model_len < 16:
             raise ValueError(f"rollout.max_model_len: must be >= 16, got {self.max_model_len}")
+        if self.workers < 0:
+            raise ValueError(f"rollout.workers: must be >= 0, got {self.workers}")
+        if self.workers and kind != "hf":
+            raise ValueError("rollout.workers: each worker holds its own hf model; needs rollout.backend hf")
 
 
 @dataclass

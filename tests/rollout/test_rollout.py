@@ -162,6 +162,7 @@ def test_server_rollouts_send_token_ids_and_refuse_a_server_without_them() -> No
     [
         ({"backend": "oracle"}, "not hf, vllm or openai"),
         ({"backend": "openai:m"}, "needs the server"),
+        ({"backend": "openai:m@"}, "needs the server"),
         ({"sync_every": 0}, "sync_every"),
     ],
 )
