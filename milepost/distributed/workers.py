@@ -69,14 +69,13 @@ class RolloutWorker:
     that episode kill the worker process (``os._exit``) as the episode finishes, before the chunk is returned.
     """
 
-    def __init__(self, build: KitBuilder, seed: int, faults: dict[EpisodeId, int] | None = None) -> None:
+    def __init__(self, build: KitBuilder, faults: dict[EpisodeId, int] | None = None) -> None:
         try:
             import torch
 
             torch.set_num_threads(1)  # one core per actor: Ray schedules actors by CPU
         except ImportError:  # scripted policies need no torch
             pass
-        self.seed = seed
         self.faults = dict(faults or {})
         self.error: str | None = None
         self.kit: WorkerKit | None = None
@@ -100,8 +99,8 @@ class RolloutWorker:
             raise InputError("this worker's policy holds no local model to load weights into")
         model.load_state_dict(state_dict)
 
-    def play(self, chunk: list[Attempt]) -> list[dict[str, Any]]:
-        """Play the chunk's jobs; the episodes as dicts (``Episode.to_dict``), in finishing order."""
+    def play(self, chunk: list[Attempt], seed: int) -> list[dict[str, Any]]:
+        """Play the chunk's jobs (run seed ``seed``); the episodes as dicts (``Episode.to_dict``)."""
         if self.kit is None:
             raise InputError(self.error or "worker kit not built")
         doomed = {episode_id(a.job) for a in chunk if self.faults.get(episode_id(a.job), 0) > a.attempt}
@@ -116,7 +115,7 @@ class RolloutWorker:
             [a.job for a in chunk],
             kit.policy,
             kit.settings,
-            seed=self.seed,
+            seed=seed,
             on_episode=check,
             progress=False,
             agent=kit.agent,
@@ -150,6 +149,122 @@ class WorkerRun:
     """per actor death: seconds from the death being seen to the replacement actor being ready"""
 
 
+class WorkerPool:
+    """``workers`` Ray actors that stay up between calls (a trainer's rollouts: the model loads once).
+
+    Args:
+        build: builds each actor's kit (environments, policy, settings, agent) inside the actor.
+        workers: actors (>= 1), one CPU each.
+        faults: injected worker deaths (see :class:`RolloutWorker`); tests and benchmarks only.
+    """
+
+    def __init__(self, build: KitBuilder, workers: int, faults: dict[EpisodeId, int] | None = None) -> None:
+        if workers < 1:
+            raise InputError(f"workers must be >= 1, got {workers}")
+        self.ray = init_ray()
+        self.build = build
+        self.faults = faults
+        self.weights: Any = None  # the object ref of the last pushed weights: replacements load them too
+        self.actor_class = self.ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(RolloutWorker)
+        self.actors = [self.actor_class.remote(build, faults) for _ in range(workers)]
+        try:
+            for actor in self.actors:
+                self._check_ready(actor)
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_ready(self, actor: Any) -> None:
+        error = self.ray.get(actor.ready.remote())
+        if error is not None:
+            raise InputError(error)
+        if self.weights is not None:
+            self.ray.get(actor.load_weights.remote(self.weights))
+
+    def _replace(self, i: int) -> None:
+        self.ray.kill(self.actors[i], no_restart=True)
+        self.actors[i] = self.actor_class.remote(self.build, self.faults)
+        self._check_ready(self.actors[i])
+
+    def push(self, state_dict: dict[str, Any]) -> None:
+        """Load new weights into every actor's model (put in the object store once, read by each)."""
+        self.weights = self.ray.put(state_dict)
+        self.ray.get([actor.load_weights.remote(self.weights) for actor in self.actors])
+
+    def play(
+        self,
+        jobs: Iterable[Job],
+        *,
+        seed: int,
+        policy_name: str = "",
+        on_episode: Callable[[Episode], None] | None = None,
+        max_attempts: int = 3,
+        chunk_size: int | None = None,
+        progress: bool = True,
+    ) -> WorkerRun:
+        """Play ``jobs`` on the actors; every job ends in exactly one episode (see :func:`play_on_workers`)."""
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        ray = self.ray
+        jobs = list(jobs)
+        ledger = EpisodeLedger(jobs, seed=seed, max_attempts=max_attempts, policy=policy_name)
+        workers = len(self.actors)
+        if chunk_size is None:
+            chunk_size = max(1, math.ceil(len(jobs) / (2 * workers)))
+        recoveries: list[float] = []
+        bar = progress_bar(
+            total=len(jobs), desc=f"episodes [{workers} workers]", enabled=progress, unit="ep", leave=False
+        )
+
+        def emit(ep: Episode) -> None:
+            if on_episode is not None:
+                on_episode(ep)
+            bar.update(1)
+
+        inflight: dict[Any, tuple[int, list[Attempt]]] = {}
+        idle = list(range(workers))
+        try:
+            while not ledger.done:
+                while idle:
+                    chunk = ledger.take(chunk_size)
+                    if not chunk:
+                        break
+                    i = idle.pop(0)
+                    inflight[self.actors[i].play.remote(chunk, seed)] = (i, chunk)
+                if not inflight:  # nothing queued and nothing running, yet not done: a ledger bug, not a hang
+                    raise RuntimeError("episode ledger stalled with episodes neither queued nor running")
+                ready, _ = ray.wait(list(inflight), num_returns=1)
+                for ref in ready:
+                    i, chunk = inflight.pop(ref)
+                    try:
+                        rows = ray.get(ref)
+                    except (RayActorError, ActorUnavailableError) as exc:
+                        seen = time.perf_counter()
+                        log.warning("worker %d died (%s); its %d episodes go back", i, type(exc).__name__, len(chunk))
+                        for ep in ledger.lost(chunk, f"worker lost: {type(exc).__name__}"):
+                            emit(ep)
+                        self._replace(i)
+                        recoveries.append(time.perf_counter() - seen)
+                        idle.append(i)
+                        continue
+                    for row in rows:
+                        ep = Episode.from_dict(row)
+                        if ledger.collect(ep):
+                            emit(ep)
+                    idle.append(i)
+        finally:
+            bar.close()
+            for ref in inflight:  # an interrupted call: nothing of it may land in a later one
+                ray.cancel(ref, force=True)
+        episodes = [ledger.results[episode_id(job)] for job in jobs]
+        return WorkerRun(episodes, ledger.counts, recoveries)
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor, no_restart=True)
+        self.actors = []
+
+
 def play_on_workers(
     build: KitBuilder,
     jobs: Iterable[Job],
@@ -163,7 +278,7 @@ def play_on_workers(
     faults: dict[EpisodeId, int] | None = None,
     progress: bool = True,
 ) -> WorkerRun:
-    """Play ``jobs`` on ``workers`` Ray actors; every job ends in exactly one episode.
+    """Play ``jobs`` on ``workers`` Ray actors started for this call; every job ends in exactly one episode.
 
     Args:
         build: builds each actor's kit (environments, policy, settings, agent) inside the actor.
@@ -173,78 +288,22 @@ def play_on_workers(
         policy_name: names the policy in the records of infrastructure failures.
         on_episode: called once per episode id, as it is collected (``episodes.jsonl`` is appended this way).
         max_attempts: lost attempts per episode before it is recorded as an infrastructure failure.
-        chunk_size: jobs per actor call (default: a quarter of the jobs per worker, at most the batch size).
+        chunk_size: jobs per actor call (default: half the jobs per worker, so a death costs little).
         faults: injected worker deaths (see :class:`RolloutWorker`); tests and benchmarks only.
         progress: show a progress bar of collected episodes.
     """
     if workers < 1:
         raise InputError(f"--workers must be >= 0, got {workers}")
-    ray = init_ray()
-    from ray.exceptions import ActorUnavailableError, RayActorError
-
-    jobs = list(jobs)
-    ledger = EpisodeLedger(jobs, seed=seed, max_attempts=max_attempts, policy=policy_name)
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(len(jobs) / (2 * workers)))
-    actor_class = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(RolloutWorker)
-
-    def start_actor() -> Any:
-        return actor_class.remote(build, seed, faults)
-
-    def check_ready(actor: Any) -> None:
-        error = ray.get(actor.ready.remote())
-        if error is not None:
-            raise InputError(error)
-
-    actors = [start_actor() for _ in range(workers)]
-    recoveries: list[float] = []
-    bar = progress_bar(total=len(jobs), desc=f"episodes [{workers} workers]", enabled=progress, unit="ep", leave=False)
-
-    def emit(ep: Episode) -> None:
-        if on_episode is not None:
-            on_episode(ep)
-        bar.update(1)
-
+    pool = WorkerPool(build, workers, faults)
     try:
-        for actor in actors:
-            check_ready(actor)
-        inflight: dict[Any, tuple[int, list[Attempt]]] = {}
-        idle = list(range(workers))
-        while not ledger.done:
-            while idle:
-                chunk = ledger.take(chunk_size)
-                if not chunk:
-                    break
-                i = idle.pop(0)
-                inflight[actors[i].play.remote(chunk)] = (i, chunk)
-            if not inflight:  # nothing queued and nothing running, yet not done: a ledger bug, not a hang
-                raise RuntimeError("episode ledger stalled with episodes neither queued nor running")
-            ready, _ = ray.wait(list(inflight), num_returns=1)
-            for ref in ready:
-                i, chunk = inflight.pop(ref)
-                try:
-                    rows = ray.get(ref)
-                except (RayActorError, ActorUnavailableError) as exc:
-                    seen = time.perf_counter()
-                    log.warning(
-                        "worker %d died (%s); %d episodes go back on the queue", i, type(exc).__name__, len(chunk)
-                    )
-                    for ep in ledger.lost(chunk, f"worker lost: {type(exc).__name__}"):
-                        emit(ep)
-                    ray.kill(actors[i], no_restart=True)
-                    actors[i] = start_actor()
-                    check_ready(actors[i])
-                    recoveries.append(time.perf_counter() - seen)
-                    idle.append(i)
-                    continue
-                for row in rows:
-                    ep = Episode.from_dict(row)
-                    if ledger.collect(ep):
-                        emit(ep)
-                idle.append(i)
+        return pool.play(
+            jobs,
+            seed=seed,
+            policy_name=policy_name,
+            on_episode=on_episode,
+            max_attempts=max_attempts,
+            chunk_size=chunk_size,
+            progress=progress,
+        )
     finally:
-        bar.close()
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
-    episodes = [ledger.results[episode_id(job)] for job in jobs]
-    return WorkerRun(episodes, ledger.counts, recoveries)
+        pool.close()

@@ -367,6 +367,10 @@ def train_rl(
             source: RolloutSource = make_rollout_source(cfg, model, tokenizer, run_dir)
         else:  # FSDP hook: rank 0's generator; pushes gather the shards
             source = fsdp.rollout_source(cfg, model, tokenizer, run_dir)
+        if cfg.rollout.workers:  # Ray actors play the rollouts; each sync also pushes the weights to them
+            from milepost.distributed.rollout import WorkerSource
+
+            source = WorkerSource(cfg, source, tokenizer, run_dir)
         source.sync(model, tokenizer, start)  # the generator starts on the weights training starts from
     if ckpt is not None and main:
         _truncate_metrics(run_dir / "metrics.jsonl", start)
@@ -379,6 +383,9 @@ def train_rl(
         if make is None:
             make = env_factory(cfg, tasks[0].size)
         jobs = [Job(t, s) for t in tasks for s in range(cfg.rl.samples_per_task)]
+        remote = getattr(source, "play", None)  # rollout.workers: the Ray actors play them
+        if remote is not None:
+            return remote(jobs, seed)
         return run_episodes(make, jobs, policy, settings, seed=seed, progress=False, agent=make_agent(cfg))
 
     if mira is not None and start == 0:
