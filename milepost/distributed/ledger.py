@@ -48,10 +48,12 @@ class LedgerCounts:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One job as handed to a worker: the job and how many earlier attempts of it were lost."""
+    """One job as handed to a worker: the job, how many earlier attempts of it were lost, and (for a first
+    retry) the lost chunk it goes out with again."""
 
     job: Job
     attempt: int
+    group: int = -1
 
 
 class EpisodeLedger:
@@ -89,21 +91,24 @@ class EpisodeLedger:
         return len(self.results) == len(self.jobs)
 
     def take(self, n: int) -> list[Attempt]:
-        """Up to ``n`` queued attempts (skipping ids collected meanwhile); a retry goes out alone.
+        """Up to ``n`` queued first attempts (skipping ids collected meanwhile); retries go out otherwise.
 
-        Which episode of a lost chunk killed its worker is unknown; retrying each one in a chunk of its own
-        keeps an episode that kills every worker it meets from spending its chunk-mates' attempts too.
+        A lost chunk is first retried whole, in its own order: the same batch as before, so a batch-sensitive
+        backend (padding changes the last bits of a model's logits) replays exactly what the dead worker would
+        have returned. Later retries go out alone: which episode killed the worker is unknown, and alone an
+        episode that kills every worker it meets spends no one else's attempts.
         """
         out: list[Attempt] = []
-        while self.queue and len(out) < n:
+        while self.queue:
             item = self.queue[0]
             if episode_id(item.job) in self.results:
                 self.queue.popleft()
                 continue
-            if item.attempt > 0 and out:
+            same_group = bool(out) and item.group >= 0 and item.group == out[0].group
+            if out and not same_group and (item.attempt > 0 or out[0].attempt > 0 or len(out) >= n):
                 break
             out.append(self.queue.popleft())
-            if item.attempt > 0:
+            if item.attempt > 1:
                 break
         return out
 
@@ -125,6 +130,7 @@ class EpisodeLedger:
         Returns the infrastructure-failure episodes recorded for the exhausted ones (already collected).
         """
         self.counts.lost_chunks += 1
+        group = self.counts.lost_chunks
         failed = []
         for item in chunk:
             key = episode_id(item.job)
@@ -138,7 +144,7 @@ class EpisodeLedger:
                 failed.append(episode)
             else:
                 self.counts.retried += 1
-                self.queue.append(Attempt(item.job, self.attempts[key]))
+                self.queue.append(Attempt(item.job, self.attempts[key], group if self.attempts[key] == 1 else -1))
         return failed
 
     def infra_failure(self, job: Job, reason: str) -> Episode:

@@ -72,12 +72,16 @@ def test_ids_must_be_distinct_and_attempts_positive() -> None:
         EpisodeLedger(jobs, seed=0, max_attempts=0)
 
 
-def test_retries_go_out_one_at_a_time() -> None:
+def test_a_lost_chunk_is_retried_whole_then_alone() -> None:
     jobs = _jobs(3, 2)
-    ledger = EpisodeLedger(jobs, seed=0)
+    ledger = EpisodeLedger(jobs, seed=0, max_attempts=3)
     chunk = ledger.take(3)
     ledger.lost(chunk, "worker lost")
     fresh = ledger.take(10)
-    assert [a.job for a in fresh] == jobs[3:]  # first attempts still travel together
-    retries = [ledger.take(10) for _ in range(3)]
-    assert [[(a.job, a.attempt) for a in r] for r in retries] == [[(j, 1)] for j in jobs[:3]]
+    assert [a.job for a in fresh] == jobs[3:]  # first attempts still travel together, up to n
+    again = ledger.take(1)  # the lost chunk again, whole and in its order (the same batch), whatever n is
+    assert [(a.job, a.attempt) for a in again] == [(j, 1) for j in jobs[:3]]
+    ledger.lost(again, "worker lost")
+    alone = [ledger.take(10) for _ in range(3)]
+    assert [[(a.job, a.attempt) for a in r] for r in alone] == [[(j, 2)] for j in jobs[:3]]
+    assert ledger.counts.retried == 6 and ledger.counts.lost_chunks == 2

@@ -134,8 +134,9 @@ def test_killed_workers_lose_no_episode(dataset: Path) -> None:
     c = run.counts
     assert sorted(seen) == sorted((j.task.task_id, j.sample) for j in jobs)  # each exactly once
     assert (c.submitted, c.collected, c.duplicated, c.exhausted) == (32, 32, 0, 1)
-    # Four first-attempt chunks of 4 die (16 retries, each alone); the hopeless one dies twice more alone.
-    assert (c.lost_chunks, c.retried) == (4 + 2, 16 + 1) and len(run.recoveries_s) == c.lost_chunks
+    # Four first-attempt chunks of 4 die (16 retries, each chunk again whole); the hopeless one's chunk dies
+    # once more (4 retries, now alone), then the hopeless one alone.
+    assert (c.lost_chunks, c.retried) == (4 + 1 + 1, 16 + 4) and len(run.recoveries_s) == c.lost_chunks
     want = {(e.task_id, e.sample): e.to_dict() for e in expected}
     for ep in run.episodes:
         key = (ep.task_id, ep.sample)
