@@ -123,6 +123,19 @@ class RolloutWorker:
         return [ep.to_dict() for ep in episodes]
 
 
+def worker_gpus() -> float:
+    """GPUs each actor asks Ray for: ``MILEPOST_WORKER_GPUS`` (default 0; 1 for an ``hf`` model per GPU, 0.5 for
+    two per GPU). Ray hides the GPUs from an actor that asks for none."""
+    text = os.environ.get("MILEPOST_WORKER_GPUS", "0")
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise InputError(f"MILEPOST_WORKER_GPUS must be a number >= 0, got {text!r}")
+    return value
+
+
 def init_ray(num_cpus: int | None = None) -> Any:
     """Import Ray and join the cluster ``RAY_ADDRESS`` names, or start a local one (``num_cpus`` cores)."""
     try:
@@ -165,7 +178,8 @@ class WorkerPool:
         self.build = build
         self.faults = faults
         self.weights: Any = None  # the object ref of the last pushed weights: replacements load them too
-        self.actor_class = self.ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(RolloutWorker)
+        options = {"num_cpus": 1, "num_gpus": worker_gpus(), "max_restarts": 0, "max_task_retries": 0}
+        self.actor_class = self.ray.remote(**options)(RolloutWorker)
         self.actors = [self.actor_class.remote(build, faults) for _ in range(workers)]
         try:
             for actor in self.actors:
