@@ -91,7 +91,9 @@ def demonstrations(
             continue
         env_cfg = cfg.env
         if macro:
-            env_cfg = dataclasses.replace(cfg.env, action_mode="flexible", macro_k=cfg.sft.macro_k, macro_n=None)
+            mode = cfg.sft.macro_mode
+            k = cfg.sft.macro_k if mode == "flexible" else None
+            env_cfg = dataclasses.replace(cfg.env, action_mode=mode, macro_k=k, macro_n=None)
         make = env_factory(dataclasses.replace(cfg, env=env_cfg), part[0].size)
         episodes += run_episodes(
             make,
