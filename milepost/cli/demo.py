@@ -3,9 +3,11 @@
 It builds the 4x4 Sudoku level datasets, loads the shipped SFT checkpoint (``checkpoints/sudoku4-sft``,
 made by ``milepost sft --config configs/tiny-cpu/sudoku4_sft.yaml``), runs the paper's RL arms on equal
 budgets (atomic actions with the sparse outcome reward; flexible macro actions; atomic actions with
-subgoal-segmented returns), evaluates the SFT start and every arm on all levels with n = k = 4, and writes
-a report (Markdown + PNG + JSON) laid out like the paper's Table 7, with the paper's own numbers beside it
-(a different board size and model: compare the ordering of the arms, not the raw numbers).
+subgoal-segmented returns), each over several training seeds (``--seeds``, default 0,1,2), evaluates the SFT
+start and every arm on all levels with n = k = 4, and writes a report (Markdown + PNG + JSON) laid out like the
+paper's Table 7, with the paper's own numbers beside it (a different board size and model: compare the ordering
+of the arms, not the raw numbers): the first seed's table, then every arm's mean and 95% interval across seeds
+(one seed cannot separate the arms) with each seed's training curve drawn thin.
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iterations", type=int, default=None, help="RL iterations per arm (default: the configs')")
     p.add_argument("--eval-limit", type=int, default=None, help="test tasks per level (default: the configs')")
     p.add_argument("--arms", default=",".join(ARMS), help="comma list of arms to run")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
+    p.add_argument(
+        "--seeds",
+        default="0,1,2",
+        help="training seeds of every arm, comma list (default 0,1,2; each seed is one more run of every arm)",
+    )
     p.add_argument("--workers", type=int, default=2, help="parallel jobs (one torch thread each)")
     p.add_argument(
         "--set",
@@ -65,7 +72,8 @@ def _arm_config(args: argparse.Namespace, arm: str, data: Path) -> Any:
     # Each worker process gets its share of the cores: two 2-thread jobs on 2 cores oversubscribe them, and
     # torch's spinning threads then run an RL iteration ~20x slower than one thread each (measured).
     threads = max(1, (os.cpu_count() or 1) // max(1, getattr(args, "workers", 1)))
-    overrides = [f"model={args.checkpoint}", f"data={data}", f"seed={args.seed}", f"threads={threads}"]
+    seed = getattr(args, "train_seed", args.seed)
+    overrides = [f"model={args.checkpoint}", f"data={data}", f"seed={seed}", f"threads={threads}"]
     if args.iterations is not None:
         overrides.append(f"rl.iterations={args.iterations}")
     if args.eval_limit is not None:
@@ -76,8 +84,13 @@ def _arm_config(args: argparse.Namespace, arm: str, data: Path) -> Any:
     return cfg
 
 
+def _run_dir(out: Path, arm: str, seed: int) -> Path:
+    return out / f"rl-{arm}-seed{seed}"
+
+
 def _run_job(kind: str, arm: str, arg_dict: dict[str, Any], data: str) -> float:
-    """One demo job in a worker process: evaluate the SFT start in a mode, or train and evaluate an arm."""
+    """One demo job in a worker process: evaluate the SFT start in a mode, or train and evaluate an arm (at
+    ``arg_dict["train_seed"]``)."""
     import torch
     from transformers.utils import logging as hf_logging
 
@@ -96,12 +109,12 @@ def _run_job(kind: str, arm: str, arg_dict: dict[str, Any], data: str) -> float:
         if not (target / "metrics.json").exists():
             evaluate_policy(cfg, HFBackend(args.checkpoint), target, f"SFT ({arm})", progress=False)
         return time.perf_counter() - start
-    run_dir = out / f"rl-{arm}"
+    run_dir = _run_dir(out, arm, args.train_seed)
     final = run_dir / "final"
     if not (final / "config.json").exists():
         final = train_rl(cfg, run_dir, resume=(run_dir / "checkpoints" / "latest").exists(), progress=False)
     if not (run_dir / "eval" / "metrics.json").exists():
-        evaluate_policy(cfg, HFBackend(final), run_dir / "eval", f"RL {arm}", progress=False)
+        evaluate_policy(cfg, HFBackend(final), run_dir / "eval", f"RL {arm} (seed {args.train_seed})", progress=False)
     return time.perf_counter() - start
 
 
@@ -121,6 +134,13 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise InputError(f"--arms: unknown arm(s) {', '.join(unknown)} (known: {', '.join(ARMS)})")
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--seeds: expected a comma list of integers, got {args.seeds!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise InputError(f"--seeds: give distinct seeds, got {args.seeds!r}")
+    args.train_seed = seeds[0]
     started = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -155,22 +175,28 @@ def run(args: argparse.Namespace) -> int:
     # 2-core machine two single-threaded jobs finish sooner than one job with two threads.
     base_cfg = _arm_config(args, "atomic", data)
     # The long RL jobs go first so that the short evaluations fill the gaps at the end.
-    jobs: list[tuple[str, str]] = [("rl", arm) for arm in arms] + [("sft", "atomic"), ("sft", "macro")]
+    jobs: list[tuple[str, str, int]] = [("rl", arm, s) for s in seeds for arm in arms]
+    jobs += [("sft", "atomic", seeds[0]), ("sft", "macro", seeds[0])]
     console.print(
-        f"[bold]2/3[/] evaluating the SFT start and training {len(arms)} RL arm(s) "
+        f"[bold]2/3[/] evaluating the SFT start and training {len(arms)} RL arm(s) x {len(seeds)} seed(s) "
         f"({base_cfg.rl.iterations} iterations of {base_cfg.rl.tasks_per_iter} tasks x "
         f"{base_cfg.rl.samples_per_task} samples each) in {args.workers} worker process(es)"
     )
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
-        futures = {pool.submit(_run_job, kind, arm, vars(args), str(data)): (kind, arm) for kind, arm in jobs}
+        futures = {
+            pool.submit(_run_job, kind, arm, {**vars(args), "train_seed": s}, str(data)): (kind, arm, s)
+            for kind, arm, s in jobs
+        }
         for future in as_completed(futures):
-            kind, arm = futures[future]
+            kind, arm, s = futures[future]
             seconds = future.result()
-            timings[f"{kind}_{arm}_s"] = seconds
-            console.print(f"  done: {'SFT start' if kind == 'sft' else 'RL arm'} {arm} ({seconds / 60:.1f} min)")
-    runs = [out / "sft-start" / "atomic", out / "sft-start" / "macro"] + [out / f"rl-{arm}" for arm in arms]
-    labels = ["SFT start (atomic)", "SFT start (macro)"] + [f"RL {arm}" for arm in arms]
+            timings[f"{kind}_{arm}_s" if kind == "sft" else f"rl_{arm}_seed{s}_s"] = seconds
+            what = "SFT start" if kind == "sft" else f"RL arm {arm}, seed"
+            console.print(f"  done: {what} {arm if kind == 'sft' else s} ({seconds / 60:.1f} min)")
+    first = seeds[0]
+    runs = [out / "sft-start" / "atomic", out / "sft-start" / "macro"] + [_run_dir(out, arm, first) for arm in arms]
+    labels = ["SFT start (atomic)", "SFT start (macro)"] + [f"RL {arm} (seed {first})" for arm in arms]
 
     # 4. The report.
     console.print("[bold]3/3[/] writing the report")
@@ -189,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
         f"levels S1-S5 = 3-4 ... 11-12 empty cells; budget H_max = {base_cfg.env.max_steps} turns; training "
         f"levels {base_cfg.levels}; {base_cfg.rl.iterations} RL iterations per arm of "
         f"{base_cfg.rl.tasks_per_iter} tasks x {base_cfg.rl.samples_per_task} samples; evaluation n = k = 4 on "
-        f"{base_cfg.eval.limit} test tasks per level; seed {args.seed} (one seed). Wall time "
+        f"{base_cfg.eval.limit} test tasks per level; dataset seed {args.seed}, training seeds "
+        f"{', '.join(map(str, seeds))} (the table below: seed {seeds[0]}; the seeds section: all). Wall time "
         f"{timings['total_s'] / 60:.1f} min.\n\n"
         "Measured here (avg@4 with 95% bootstrap intervals over tasks):\n\n"
     )
@@ -198,9 +225,30 @@ def run(args: argparse.Namespace) -> int:
         "A different board (9x9), model (Qwen3-1.7B) and budget: what carries over is the ordering of the arms "
         "at short and long horizons, not the raw numbers.\n\n" + paper + "\n"
     )
-    report = header + text.replace("# Comparison\n", "") + footer
+    report = header + text.replace("# Comparison\n", "") + _seeds_section(out, arms, seeds) + footer
     (out / "report" / "report.md").write_text(report, encoding="utf-8")
     atomic_write_json(out / "report" / "timings.json", timings)
     console.print(report)
     console.print(f"report: {out / 'report' / 'report.md'}  ({json.dumps({k: round(v) for k, v in timings.items()})})")
     return 0
+
+
+def _seeds_section(out: Path, arms: list[str], seeds: list[int]) -> str:
+    """Every arm's mean avg@4 and 95% interval across training seeds, and the per-seed curves plot."""
+    from milepost.evaluation.seeds import plot_seed_curves, seed_table
+
+    runs = {f"RL {arm}": [_run_dir(out, arm, s) for s in seeds] for arm in arms}
+    table, data = seed_table(runs)
+    from milepost.io import atomic_write_json
+
+    atomic_write_json(out / "report" / "seeds.json", data)
+    try:
+        plot = plot_seed_curves(out / "report" / "seeds.png", runs)
+    except ImportError:  # the tables are written: a missing plotting library loses nothing
+        plot = None
+    return (
+        f"\n### Across training seeds ({len(seeds)}: {', '.join(map(str, seeds))})\n\n"
+        "avg@4 in %, mean over seeds with a 95% t-interval across seeds (the spread of training, not of the test "
+        "tasks); the collapse signal is the share of answers cut at max_new_tokens over each seed's last three "
+        "iterations.\n\n" + table + ("\n![training curves per seed](seeds.png)\n" if plot is not None else "")
+    )
