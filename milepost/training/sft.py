@@ -8,6 +8,11 @@ oracle-only data never shows it. The loss covers the response tokens only (promp
 With ``agent.agent_kind: sgo`` the episodes run through the SGO agent (programmatic planner): prompts carry
 the plan and progress exactly as at evaluation, and the oracle's answers begin with a correct PROGRESS line
 and move toward the current subgoal (a milestone-conditioned policy).
+
+``sft.episodes`` adds a teacher's trajectories (``episodes.jsonl`` of ``milepost eval --split train`` with any
+model backend): each episode is replayed through the same loop with the teacher's texts, so its prompts are the
+student's; ``sft.keep`` keeps the turns of solved episodes or the turns the environment counts as correct moves,
+think blocks included; ``sft.solver: false`` trains on them alone.
 """
 
 from __future__ import annotations
