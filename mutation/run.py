@@ -6,7 +6,7 @@ the selected tests that reach the mutated function. Mutants listed in ``mutation
 change) leave the denominator; everything else that survives, or that no selected test reaches, counts as not
 killed.
 
-    python mutation/run.py [--children N] [--group NAME ...]
+    python mutation/run.py [--children N] [--group NAME ...] [--report-only]
 
 Exit status 1 when a score falls below its floor or a group fails to run.
 """
@@ -66,26 +66,13 @@ def mutmut_section(group: dict) -> str:
     )
 
 
-def run_group(group: dict, children: int) -> dict[str, str]:
-    """Run mutmut for one group in a fresh copy; returns {mutant: status}."""
+def run_group(group: dict, children: int, report_only: bool = False) -> dict[str, str]:
+    """Run mutmut for one group in a fresh copy (or only read the last run's results); {mutant: status}."""
     work = WORK / group["name"]
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
-    shutil.copytree(ROOT / "milepost", work / "milepost", ignore=ignore)
-    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
-    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    (work / "pyproject.toml").write_text(pyproject + mutmut_section(group), "utf-8")
     mutmut = str(Path(sys.executable).parent / "mutmut")
     env = os.environ | {"MILEPOST_CI": "1", "PYTHONPATH": str(work)}
-    log = work / "mutmut.log"
-    with log.open("w") as out:
-        command = [mutmut, "run", "--max-children", str(children)]
-        proc = subprocess.run(command, cwd=work, env=env, stdout=out, stderr=out)
-    if proc.returncode != 0:
-        tail = log.read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"mutmut run failed for group {group['name']} (exit {proc.returncode}):\n{tail}")
+    if not report_only:
+        run_mutmut(group, work, mutmut, env, children)
     res = subprocess.run([mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
     out: dict[str, str] = {}
     for line in res.stdout.splitlines():
@@ -95,6 +82,24 @@ def run_group(group: dict, children: int) -> dict[str, str]:
     if not out:
         raise RuntimeError(f"mutmut reported no mutants for group {group['name']}: {res.stdout[-2000:]}")
     return out
+
+
+def run_mutmut(group: dict, work: Path, mutmut: str, env: dict[str, str], children: int) -> None:
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
+    shutil.copytree(ROOT / "milepost", work / "milepost", ignore=ignore)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    (work / "pyproject.toml").write_text(pyproject + mutmut_section(group), "utf-8")
+    log = work / "mutmut.log"
+    with log.open("w") as out:
+        command = [mutmut, "run", "--max-children", str(children)]
+        proc = subprocess.run(command, cwd=work, env=env, stdout=out, stderr=out)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"mutmut run failed for group {group['name']} (exit {proc.returncode}):\n{tail}")
 
 
 def equivalents() -> dict[str, str]:
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--children", type=int, default=os.cpu_count() or 2, help="parallel mutants (default: CPUs)")
     parser.add_argument("--group", action="append", help="run only these groups (default: all)")
+    parser.add_argument("--report-only", action="store_true", help="score the last run's results again")
     args = parser.parse_args(argv)
     config = tomllib.loads((HERE / "config.toml").read_text(encoding="utf-8"))
     groups = [g for g in config["group"] if not args.group or g["name"] in args.group]
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, str] = {}
     for group in groups:
         start = time.perf_counter()
-        got = run_group(group, args.children)
+        got = run_group(group, args.children, args.report_only)
         counts = Counter(got.values())
         print(f"group {group['name']}: {len(got)} mutants in {time.perf_counter() - start:.0f} s {dict(counts)}")
         results |= got
