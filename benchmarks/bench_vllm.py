@@ -142,7 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--sizes", nargs="+", default=["tiny", "50m"], help="tiny | 50m")
     parser.add_argument("--eager", action="store_true", help="vLLM without graph compilation (faster start)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the hf backend")
+    # 1 by default: on this shared 2-core machine, 2 torch threads ran the hf rollout 7x slower than 1 (threads
+    # spinning against other processes), which would credit vLLM with a speed-up it did not earn.
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the hf backend")
     parser.add_argument("--out", default=str(RESULTS), help="results folder")
     args = parser.parse_args(argv)
     from milepost.backends.vllm import vllm_available
