@@ -79,13 +79,8 @@ def test_a_chat_model_without_its_template_is_refused(data: Path, tmp_path: Path
     (model / "chat_template.jinja").unlink()
     with pytest.raises(ModelLoadError, match=r"chat-role tokens .*no chat template"):
         HFBackend(model)
-    proc = subprocess.run(
-        [sys.executable, "-m", "milepost", "eval", "--env", "sudoku", "--data", str(data), "--policy", f"hf:{model}"]
-        + ["--out", "ev"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    proc = _milepost(
+        "eval", "--env", "sudoku", "--data", str(data), "--policy", f"hf:{model}", "--out", "ev", cwd=tmp_path
     )
     assert proc.returncode == 2 and "no chat template" in proc.stderr
     assert not (tmp_path / "ev").exists()
