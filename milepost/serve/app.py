@@ -238,6 +238,8 @@ def create_app(
     ):
         if value < 1:
             raise ValueError(f"{label} must be >= 1, got {value}")
+    if api_key is not None and not api_key.strip():
+        raise ValueError("api_key must not be empty (an empty key would let a bare 'Bearer' header through)")
     name = model_name or backend.name.removeprefix("hf:").rstrip("/").rsplit("/", 1)[-1] or "model"
     batcher = _Batcher(backend, backend.max_batch_size, batch_window_s, max_queue)
 

@@ -55,3 +55,10 @@ def test_without_a_key_nothing_is_asked(backend: HFBackend) -> None:
         assert client.get("/v1/models").status_code == 200
         assert client.get("/v1/models", headers={"Authorization": "Bearer anything"}).status_code == 200
         assert client.get("/docs").status_code == 200 and client.get("/openapi.json").status_code == 200
+
+
+@pytest.mark.parametrize("key", ["", "  "])
+def test_an_empty_key_is_refused_when_the_app_is_built(backend: HFBackend, key: str) -> None:
+    # With an empty key, a bare "Authorization: Bearer" would compare equal and pass.
+    with pytest.raises(ValueError, match="api_key must not be empty"):
+        create_app(backend, api_key=key, model_name="tiny")
