@@ -60,5 +60,6 @@ def test_without_a_key_nothing_is_asked(backend: HFBackend) -> None:
 @pytest.mark.parametrize("key", ["", "  "])
 def test_an_empty_key_is_refused_when_the_app_is_built(backend: HFBackend, key: str) -> None:
     # With an empty key, a bare "Authorization: Bearer" would compare equal and pass.
-    with pytest.raises(ValueError, match="api_key must not be empty"):
+    message = r"^api_key must not be empty \(an empty key would let a bare 'Bearer' header through\)$"
+    with pytest.raises(ValueError, match=message):
         create_app(backend, api_key=key, model_name="tiny")
