@@ -71,13 +71,43 @@ def error_completion(
     )
 
 
+def admit(
+    requests: Sequence[GenerationRequest], encode: Callable[[GenerationRequest], list[int]], max_context: int
+) -> tuple[list[Completion | None], list[tuple[int, list[int]]]]:
+    """Encode every request before generation; a request that cannot run is answered, never raised.
+
+    Returns:
+        ``(results, admitted)``: one slot per request, holding an error completion for a bad prompt or one that
+        leaves no room in the ``max_context``-token context (None for the others), and the ``(index, prompt ids)``
+        of the requests to generate for.
+    """
+    results: list[Completion | None] = [None] * len(requests)
+    admitted: list[tuple[int, list[int]]] = []
+    for i, req in enumerate(requests):
+        try:
+            prompt = encode(req)
+        except Exception as exc:  # a bad request must not sink the batch
+            results[i] = error_completion(f"bad prompt: {exc}")
+            continue
+        if len(prompt) >= max_context:
+            results[i] = error_completion(
+                f"prompt of {len(prompt)} tokens does not fit the {max_context}-token context",
+                prompt,
+                FinishReason.CONTEXT_OVERFLOW,
+            )
+            continue
+        admitted.append((i, prompt))
+    return results, admitted
+
+
 @dataclass
 class SamplingParams:
     """How to sample one completion.
 
-    Log-probs are those of the distribution actually sampled: logits / ``temperature``, then top-k, then
-    top-p truncation, renormalised over the kept tokens. At ``temperature`` 0 decoding is greedy and the
-    log-probs are those of the untempered, untruncated distribution (a point mass has no useful log-prob).
+    Tokens are drawn from logits / ``temperature``, then top-k, then top-p truncation, renormalised over the
+    kept tokens. Log-probs are scored under the tempered, *untruncated* distribution, as the trainer scores them
+    (``milepost.backends.logprobs`` says why). At ``temperature`` 0 decoding is greedy and the log-probs are those
+    of the untempered distribution.
     """
 
     temperature: float = 0.8

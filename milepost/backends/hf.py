@@ -31,6 +31,7 @@ from milepost.backends.base import (
     GenerationRequest,
     ModelLoadError,
     SamplingParams,
+    admit,
     error_completion,
 )
 from milepost.backends.kvcache import make_kv_cache
@@ -305,21 +306,10 @@ class HFBackend:
         Requests are sorted by prompt length and decoded in batches of ``max_batch_size``; a failure inside
         one batch turns that batch's completions into ``error`` completions and leaves the others intact.
         """
-        results: list[Completion | None] = [None] * len(requests)
+        results, admitted = admit(requests, self.encode, self.max_context)
         rows: list[_Row] = []
-        for i, req in enumerate(requests):
-            try:
-                prompt = self.encode(req)
-            except Exception as exc:  # a bad request must not sink the batch
-                results[i] = error_completion(f"bad prompt: {exc}")
-                continue
-            if len(prompt) >= self.max_context:
-                results[i] = error_completion(
-                    f"prompt of {len(prompt)} tokens does not fit the {self.max_context}-token context",
-                    prompt,
-                    FinishReason.CONTEXT_OVERFLOW,
-                )
-                continue
+        for i, prompt in admitted:
+            req = requests[i]
             seed = req.params.seed
             # Seeded generators live on the CPU: they draw one number per token, and a CPU draw is the same
             # whichever device runs the model.

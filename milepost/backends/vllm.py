@@ -52,6 +52,7 @@ from milepost.backends.base import (
     GenerationRequest,
     ModelLoadError,
     SamplingParams,
+    admit,
     error_completion,
 )
 from milepost.errors import InputError
@@ -211,22 +212,8 @@ class VLLMBackend:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        results: list[Completion | None] = [None] * len(requests)
-        todo: list[tuple[int, list[int], SamplingParams]] = []
-        for i, req in enumerate(requests):
-            try:
-                prompt = self.encode(req)
-            except Exception as exc:  # a bad request must not sink the batch
-                results[i] = error_completion(f"bad prompt: {exc}")
-                continue
-            if len(prompt) >= self.max_context:
-                results[i] = error_completion(
-                    f"prompt of {len(prompt)} tokens does not fit the {self.max_context}-token context",
-                    prompt,
-                    FinishReason.CONTEXT_OVERFLOW,
-                )
-                continue
-            todo.append((i, prompt, req.params))
+        results, admitted = admit(requests, self.encode, self.max_context)
+        todo = [(i, prompt, requests[i].params) for i, prompt in admitted]
         if todo:
             prompts = [TokensPrompt(prompt_token_ids=prompt) for _, prompt, _ in todo]
             sampling = [
