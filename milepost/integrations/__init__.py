@@ -1,0 +1,1 @@
+"""Adapters that run milepost environments, agents and advantages inside other training frameworks."""
