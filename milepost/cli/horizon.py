@@ -1,0 +1,128 @@
+"""``milepost horizon``: how long a task a policy finishes, as a goal distance with an interval.
+
+``milepost horizon --policy SPEC [--suite tiny|standard] [--agent plain|sgo] [--workers N] --out DIR`` plays a
+fixed, versioned suite (``evaluation.horizon_suite``) through the evaluation runner and writes ``horizon.md``,
+``horizon.png`` and ``horizon.json``: success against goal distance per environment, the logistic fit in log
+distance (METR's form) with its bootstrap band, the per-step reliability fit q^d beside it with a likelihood
+comparison, the 50% and 80% horizons with intervals, and the failure taxonomy per distance band.
+
+``milepost horizon compare A B ... --out DIR`` draws several reports' curves on one plot and says whether their
+horizons differ beyond their intervals. Exit status 3 when some episodes failed for infrastructure reasons
+(left out of the fit, counted in the report); rerunning the same command plays what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from milepost.backends.base import HTTPOptions
+from milepost.errors import InputError
+
+INFRA_EXIT = 3
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "horizon",
+        help="the horizon score: success against goal distance, 50%%/80%% horizons with intervals",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--policy", default=None, help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random"
+    )
+    p.add_argument("--suite", default="tiny", help="tiny (default) | standard")
+    p.add_argument("--agent", default="plain", choices=("plain", "sgo"), help="agent kind (default plain)")
+    p.add_argument("--workers", type=int, default=0, help="Ray actors playing the episodes (0: in this process)")
+    p.add_argument("--out", default=None, help="output folder (suite/, runs/PART/, horizon.md, .png, .json)")
+    p.add_argument("--boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
+    p.add_argument("--render", default=None, help="Sudoku parts: grid | cells | candidates | hints | hints_tail")
+    p.add_argument("--memory-k", type=int, default=2, help="K: turns kept in memory")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=64, help="episodes advanced together")
+    p.add_argument("--seed", type=int, default=0)
+    http = HTTPOptions()
+    p.add_argument("--timeout", type=float, default=http.timeout, help="openai: seconds per HTTP request")
+    p.add_argument("--max-retries", type=int, default=http.max_retries, help="openai: retries after the first attempt")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run, horizon_command=None)
+    sub2 = p.add_subparsers(dest="horizon_command", metavar="compare")
+    c = sub2.add_parser("compare", help="several horizon reports on one plot, with whether they differ")
+    c.add_argument("runs", nargs="+", help="`milepost horizon` output folders (same suite)")
+    c.add_argument("--labels", default=None, help="comma list of labels, one per run")
+    c.add_argument("--out", dest="compare_out", required=True, help="folder for horizon_compare.md / .png / .json")
+    c.add_argument("--boot", dest="compare_boot", type=int, default=1000, help="paired bootstrap resamples")
+    c.set_defaults(func=run_compare)
+
+
+def run(args: argparse.Namespace) -> int:
+    from milepost.agent.loop import AgentSettings
+    from milepost.evaluation.horizon_report import REPORT, play_suite, summarise_horizon
+    from milepost.evaluation.horizon_suite import get_suite
+
+    if args.policy is None or args.out is None:
+        raise InputError("horizon: --policy and --out are required (or: milepost horizon compare A B ... --out DIR)")
+    if args.boot < 1:
+        raise InputError(f"--boot must be >= 1, got {args.boot}")
+    if not 0.0 < args.confidence < 1.0:
+        raise InputError(f"--confidence must be in (0, 1), got {args.confidence}")
+    suite = get_suite(args.suite)
+    try:
+        settings = AgentSettings(
+            memory_k=args.memory_k,
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+        )
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    manifest, episodes = play_suite(
+        suite,
+        args.out,
+        policy=args.policy,
+        agent=args.agent,
+        settings=settings,
+        sudoku_render=args.render,
+        seed=args.seed,
+        workers=args.workers,
+        http=HTTPOptions(timeout=args.timeout, max_retries=args.max_retries),
+        progress=not args.no_progress,
+    )
+    meta = {
+        "policy": args.policy,
+        "agent": args.agent,
+        "settings": {
+            "memory_k": args.memory_k,
+            "temperature": args.temperature,
+            "max_new_tokens": args.max_new_tokens,
+            "sudoku render": args.render or "env default",
+        },
+    }
+    result = summarise_horizon(
+        manifest, episodes, args.out, meta=meta, boot=args.boot, confidence=args.confidence, seed=args.seed
+    )
+    print((Path(args.out) / REPORT).read_text(encoding="utf-8"))
+    print(f"written: {args.out}/horizon.md, horizon.png, horizon.json, runs/, suite/")
+    infra = result["meta"]["infra_failures"]
+    if infra:
+        print(
+            f"milepost: {infra} episode(s) failed for infrastructure reasons and are left out; "
+            "rerun with `milepost eval --retry-failed` on the runs/ folders, then this command",
+            file=sys.stderr,
+        )
+        return INFRA_EXIT
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from milepost.evaluation.horizon_report import compare_horizons
+
+    if args.compare_boot < 1:
+        raise InputError(f"--boot must be >= 1, got {args.compare_boot}")
+    labels = args.labels.split(",") if args.labels else None
+    print(compare_horizons(args.runs, args.compare_out, labels, boot=args.compare_boot))
+    return 0

@@ -1,0 +1,487 @@
+"""The horizon score: how long a task (in atomic steps of goal distance) a policy finishes, with an interval.
+
+Two models of success against a task's goal distance ``d`` (the optimal number of atomic actions):
+
+- METR's form (Kwa et al. 2025, arXiv 2503.14499, section 4): logistic regression of success on ``log d``,
+  ``p(d) = sigmoid(a + b log d)``; the horizon at success rate ``s`` is ``d_s = exp((logit(s) - a) / b)``.
+- Per-step reliability: every atomic step succeeds with probability ``q``, independently, so ``p(d) = q^d`` and
+  ``d_s = log s / log q`` (``d_50 = log 0.5 / log q``).
+
+Both are fitted by maximum likelihood on the episodes (one Bernoulli outcome each) and compared by
+log-likelihood, AIC and BIC. Intervals come from a hierarchical bootstrap (METR's, one level shorter): tasks
+are resampled with replacement within each environment, then the samples of each drawn task, and both models
+are refitted on every resample; percentile intervals.
+
+scipy is not a dependency of milepost (and not installed), so the two fits are written out here: Newton's
+method / IRLS for the two-parameter logistic (vectorised over bootstrap resamples, one 2x2 solve per resample
+and iteration) and a bisection on the concave one-parameter likelihood of ``q``. Both are short, exact
+maximum-likelihood fits; scikit-learn would add a large dependency for a two-parameter model.
+
+Data enter as per-task counts: ``TaskOutcomes(distance, successes, trials)``; ``outcomes`` per environment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+LEVELS = (0.5, 0.8)
+"""Success rates whose horizons are reported: the 50% and 80% horizons."""
+SLOPE_PENALTY = 1e-3
+"""L2 penalty on the logistic slope ``b`` (per episode): keeps the fit finite when success is perfectly separated
+by distance, where the maximum-likelihood slope is infinite; small enough to leave ordinary fits unchanged."""
+MAX_NEWTON = 100
+TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class TaskOutcomes:
+    """One task's outcomes: its goal distance (atomic steps), successes and samples played."""
+
+    distance: int
+    successes: int
+    trials: int
+    env: str = ""
+    task_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.distance < 1:
+            raise ValueError(f"goal distance must be >= 1, got {self.distance}")
+        if not 0 <= self.successes <= self.trials or self.trials < 1:
+            raise ValueError(f"need 0 <= successes <= trials, trials >= 1; got {self.successes}/{self.trials}")
+
+
+@dataclass(frozen=True)
+class LogisticFit:
+    """``p(d) = sigmoid(a + b log d)`` and its log-likelihood over ``n`` episodes."""
+
+    a: float
+    b: float
+    loglik: float
+    n: int
+
+    def prob(self, d: np.ndarray | float) -> np.ndarray:
+        return _sigmoid(self.a + self.b * np.log(d))
+
+    def horizon(self, level: float = 0.5) -> float:
+        return float(logistic_horizon(np.array([self.a]), np.array([self.b]), level)[0])
+
+
+@dataclass(frozen=True)
+class ReliabilityFit:
+    """``p(d) = q^d`` and its log-likelihood over ``n`` episodes."""
+
+    q: float
+    loglik: float
+    n: int
+
+    def prob(self, d: np.ndarray | float) -> np.ndarray:
+        return np.power(self.q, np.asarray(d, dtype=float))
+
+    def horizon(self, level: float = 0.5) -> float:
+        return reliability_horizon(self.q, level)
+
+
+@dataclass
+class HorizonEstimate:
+    """Both fits on one set of tasks, with bootstrap intervals of the horizons."""
+
+    logistic: LogisticFit
+    reliability: ReliabilityFit
+    tasks: int
+    episodes: int
+    successes: int
+    distance_range: tuple[int, int]
+    confidence: float
+    boot: int
+    intervals: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    """model ("logistic" | "reliability") -> "h50" | "h80" -> (lo, hi)"""
+    band: dict[str, list[float]] = field(default_factory=dict)
+    """the logistic curve's pointwise interval: "d", "lo", "hi" (for plots)"""
+    boot_params: np.ndarray | None = None
+    """(B, 2) bootstrap logistic parameters (a, b); kept in memory, not written"""
+
+    def horizons(self, model: str = "logistic") -> dict[str, float]:
+        fit = self.logistic if model == "logistic" else self.reliability
+        return {_key(level): fit.horizon(level) for level in LEVELS}
+
+    def comparison(self) -> dict[str, Any]:
+        """Log-likelihood, AIC and BIC of both models; the preferred one by AIC."""
+        n = max(self.episodes, 1)
+        rows = {}
+        for name, fit, k in (("logistic", self.logistic, 2), ("reliability", self.reliability, 1)):
+            rows[name] = {
+                "params": k,
+                "loglik": fit.loglik,
+                "aic": 2 * k - 2 * fit.loglik,
+                "bic": k * math.log(n) - 2 * fit.loglik,
+            }
+        rows["preferred_by_aic"] = min(("logistic", "reliability"), key=lambda m: rows[m]["aic"])
+        rows["preferred_by_bic"] = min(("logistic", "reliability"), key=lambda m: rows[m]["bic"])
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tasks": self.tasks,
+            "episodes": self.episodes,
+            "successes": self.successes,
+            "distance_range": list(self.distance_range),
+            "logistic": {
+                "a": self.logistic.a,
+                "b": self.logistic.b,
+                "horizons": _json_floats(self.horizons("logistic")),
+                "intervals": {k: _json_floats(list(v)) for k, v in self.intervals.get("logistic", {}).items()},
+            },
+            "reliability": {
+                "q": self.reliability.q,
+                "horizons": _json_floats(self.horizons("reliability")),
+                "intervals": {k: _json_floats(list(v)) for k, v in self.intervals.get("reliability", {}).items()},
+            },
+            "comparison": self.comparison(),
+            "confidence": self.confidence,
+            "boot": self.boot,
+            "band": {k: _json_floats(v) for k, v in self.band.items()},
+        }
+
+
+def _key(level: float) -> str:
+    return f"h{round(level * 100)}"
+
+
+def _json_floats(values: Any) -> Any:
+    """inf / nan as None (JSON has neither); the report says "beyond the suite" for them."""
+    if isinstance(values, dict):
+        return {k: _json_floats(v) for k, v in values.items()}
+    if isinstance(values, list | tuple):
+        return [_json_floats(v) for v in values]
+    value = float(values)
+    return value if math.isfinite(value) else None
+
+
+def _sigmoid(z: np.ndarray | float) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def logistic_horizon(a: np.ndarray, b: np.ndarray, level: float = 0.5) -> np.ndarray:
+    """``d`` where ``sigmoid(a + b log d) = level``; inf when success does not fall with distance (b >= 0)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    out = np.full(a.shape, np.inf)
+    falling = b < 0
+    with np.errstate(over="ignore"):
+        out[falling] = np.exp((_logit(level) - a[falling]) / b[falling])
+    return out
+
+
+def reliability_horizon(q: float, level: float = 0.5) -> float:
+    """``d`` where ``q^d = level``: ``log level / log q`` (inf for q = 1, 0 for q = 0)."""
+    if q >= 1.0:
+        return math.inf
+    if q <= 0.0:
+        return 0.0
+    return math.log(level) / math.log(q)
+
+
+# -- the logistic fit: Newton / IRLS, batched over resamples ------------------------------------------------
+
+
+def fit_logistic_batch(
+    x: np.ndarray, successes: np.ndarray, trials: np.ndarray, penalty: float = SLOPE_PENALTY
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Maximum-likelihood ``(a, b)`` of ``sigmoid(a + b x)`` for each row of counts.
+
+    Args:
+        x: (T,) the regressor (log goal distance) of each task.
+        successes: (B, T) successes per task in each of B datasets (e.g. bootstrap resamples).
+        trials: (B, T) episodes per task (0 = task not drawn).
+        penalty: L2 penalty on ``b``, times the row's episode count.
+
+    Returns:
+        ``a`` (B,), ``b`` (B,) and the (unpenalised) binomial log-likelihood (B,) without the constant
+        binomial coefficients, i.e. the Bernoulli log-likelihood of the episodes.
+    """
+    x = np.asarray(x, dtype=float)
+    s = np.atleast_2d(np.asarray(successes, dtype=float))
+    m = np.atleast_2d(np.asarray(trials, dtype=float))
+    rows = s.shape[0]
+    n = m.sum(axis=1)
+    lam = penalty * np.maximum(n, 1.0)
+    # Start at the pooled rate with no slope.
+    rate = np.clip(s.sum(axis=1) / np.maximum(n, 1.0), 1e-3, 1 - 1e-3)
+    a = np.log(rate / (1 - rate))
+    b = np.zeros(rows)
+    for _ in range(MAX_NEWTON):
+        p = _sigmoid(a[:, None] + b[:, None] * x[None, :])  # (B, T)
+        r = s - m * p  # residual counts
+        w = m * p * (1 - p)
+        g_a = r.sum(axis=1)
+        g_b = (r * x).sum(axis=1) - lam * b
+        h_aa = w.sum(axis=1) + 1e-12
+        h_ab = (w * x).sum(axis=1)
+        h_bb = (w * x * x).sum(axis=1) + lam
+        det = h_aa * h_bb - h_ab * h_ab
+        det = np.where(np.abs(det) < 1e-12, 1e-12, det)
+        da = (h_bb * g_a - h_ab * g_b) / det
+        db = (h_aa * g_b - h_ab * g_a) / det
+        # Damped steps: all-success or all-failure rows drive a toward infinity; a bounded step keeps it sane.
+        step = np.minimum(1.0, 5.0 / np.maximum(np.abs(da) + np.abs(db), 1e-12))
+        a = a + step * da
+        b = b + step * db
+        if float(np.max(np.abs(da) + np.abs(db))) < TOL:
+            break
+    z = a[:, None] + b[:, None] * x[None, :]
+    loglik = (s * _log_sigmoid(z) + (m - s) * _log_sigmoid(-z)).sum(axis=1)
+    return a, b, loglik
+
+
+def _log_sigmoid(z: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -z)
+
+
+def fit_logistic(outcomes: Sequence[TaskOutcomes]) -> LogisticFit:
+    """METR's fit: ``success ~ sigmoid(a + b log d)`` by maximum likelihood over every episode."""
+    d, s, m = _arrays(outcomes)
+    a, b, ll = fit_logistic_batch(np.log(d), s[None, :], m[None, :])
+    return LogisticFit(float(a[0]), float(b[0]), float(ll[0]), int(m.sum()))
+
+
+# -- the per-step reliability fit ---------------------------------------------------------------------------
+
+
+def fit_reliability(outcomes: Sequence[TaskOutcomes]) -> ReliabilityFit:
+    """``success ~ q^d`` by maximum likelihood: a bisection on ``u = log q``, whose log-likelihood
+    ``sum(s d u + (m - s) log(1 - e^{d u}))`` is concave (its derivative falls monotonically)."""
+    d, s, m = _arrays(outcomes)
+    q = _fit_q(d, s, m)
+    return ReliabilityFit(q, _reliability_loglik(q, d, s, m), int(m.sum()))
+
+
+def _fit_q(d: np.ndarray, s: np.ndarray, m: np.ndarray) -> float:
+    fails = m - s
+    if fails.sum() == 0:
+        return 1.0
+    if s.sum() == 0:
+        return 0.0
+
+    def slope(u: float) -> float:
+        e = np.exp(d * u)
+        return float((s * d).sum() - (fails * d * e / -np.expm1(d * u)).sum())
+
+    # slope(u) falls from sum(s d) > 0 (u -> -inf) to -inf (u -> 0): one root, bracketed by [-60, 0).
+    lo, hi = -60.0, -1e-12
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if slope(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-14:
+            break
+    return float(math.exp(0.5 * (lo + hi)))
+
+
+def _reliability_loglik(q: float, d: np.ndarray, s: np.ndarray, m: np.ndarray) -> float:
+    p = np.clip(np.power(q, d), 1e-300, 1.0)
+    fail = np.clip(1.0 - p, 1e-300, 1.0)
+    ll = (s * np.log(p)).sum() + ((m - s) * np.log(fail)).sum()
+    return float(ll)
+
+
+def _arrays(outcomes: Sequence[TaskOutcomes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if not outcomes:
+        raise ValueError("no tasks to fit")
+    d = np.array([o.distance for o in outcomes], dtype=float)
+    s = np.array([o.successes for o in outcomes], dtype=float)
+    m = np.array([o.trials for o in outcomes], dtype=float)
+    return d, s, m
+
+
+# -- the hierarchical bootstrap -----------------------------------------------------------------------------
+
+
+def bootstrap_counts(
+    outcomes: Sequence[TaskOutcomes], boot: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(B, T) successes and trials of ``boot`` hierarchical resamples: tasks with replacement within each
+    environment (each keeps its task count), then each drawn task's samples with replacement (a binomial draw
+    at the task's observed rate). A task drawn k times gets k independent sample resamples."""
+    t = len(outcomes)
+    s = np.array([o.successes for o in outcomes], dtype=float)
+    m = np.array([o.trials for o in outcomes], dtype=np.int64)
+    draws = np.zeros((boot, t), dtype=np.int64)  # how often each task was drawn
+    groups: dict[str, list[int]] = {}
+    for i, o in enumerate(outcomes):
+        groups.setdefault(o.env, []).append(i)
+    for members in groups.values():
+        idx = np.asarray(members)
+        picks = rng.integers(0, len(idx), size=(boot, len(idx)))
+        for row in range(boot):
+            np.add.at(draws[row], idx[picks[row]], 1)
+    trials = draws * m[None, :]
+    # Resampling m samples with replacement from a task's m outcomes = Binomial(m, observed rate), per draw;
+    # k draws of the same task sum to Binomial(k m, rate).
+    rate = s / m
+    successes = rng.binomial(trials, np.broadcast_to(rate, trials.shape))
+    return successes.astype(float), trials.astype(float)
+
+
+def estimate(
+    outcomes: Sequence[TaskOutcomes],
+    *,
+    boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    band_points: int = 60,
+) -> HorizonEstimate:
+    """Fit both models and bootstrap the 50% / 80% horizons (``confidence`` percentile intervals).
+
+    Raises:
+        ValueError: no tasks, ``boot`` < 1 or ``confidence`` outside (0, 1).
+    """
+    if boot < 1:
+        raise ValueError(f"boot must be >= 1, got {boot}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    outcomes = list(outcomes)
+    logistic = fit_logistic(outcomes)
+    reliability = fit_reliability(outcomes)
+    d, s, m = _arrays(outcomes)
+    rng = np.random.default_rng(seed)
+    bs, bm = bootstrap_counts(outcomes, boot, rng)
+    a, b, _ = fit_logistic_batch(np.log(d), bs, bm)
+    alpha = (1.0 - confidence) / 2.0
+    qs = [alpha * 100, (1 - alpha) * 100]
+    intervals: dict[str, dict[str, tuple[float, float]]] = {"logistic": {}, "reliability": {}}
+    boot_q = np.array([_fit_q(d, bs[i], bm[i]) for i in range(boot)])
+    for level in LEVELS:
+        lo, hi = np.percentile(logistic_horizon(a, b, level), qs)
+        intervals["logistic"][_key(level)] = (float(lo), float(hi))
+        rel = np.array([reliability_horizon(q, level) for q in boot_q])
+        lo, hi = np.percentile(rel, qs)
+        intervals["reliability"][_key(level)] = (float(lo), float(hi))
+    grid = np.geomspace(1.0, max(2.0, float(d.max()) * 2.0), band_points)
+    curves = _sigmoid(a[:, None] + b[:, None] * np.log(grid)[None, :])
+    lo_band, hi_band = np.percentile(curves, qs, axis=0)
+    return HorizonEstimate(
+        logistic=logistic,
+        reliability=reliability,
+        tasks=len(outcomes),
+        episodes=int(m.sum()),
+        successes=int(s.sum()),
+        distance_range=(int(d.min()), int(d.max())),
+        confidence=confidence,
+        boot=boot,
+        intervals=intervals,
+        band={"d": grid.tolist(), "lo": lo_band.tolist(), "hi": hi_band.tolist()},
+        boot_params=np.stack([a, b], axis=1),
+    )
+
+
+def paired_difference(
+    first: Sequence[TaskOutcomes],
+    second: Sequence[TaskOutcomes],
+    *,
+    level: float = 0.5,
+    boot: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The bootstrap interval of ``log(h_first / h_second)`` (logistic horizons at ``level``), resampling the
+    same tasks for both (they played the same suite), then each policy's samples independently.
+
+    Raises:
+        ValueError: the two do not hold the same tasks (by ``task_id`` and distance).
+    """
+    key_a = [(o.task_id, o.distance, o.env) for o in first]
+    key_b = [(o.task_id, o.distance, o.env) for o in second]
+    if sorted(key_a) != sorted(key_b):
+        raise ValueError("the two runs do not hold the same tasks")
+    order = {k: i for i, k in enumerate(key_b)}
+    second = [second[order[k]] for k in key_a]
+    d = np.array([o.distance for o in first], dtype=float)
+    rng = np.random.default_rng(seed)
+    t = len(first)
+    draws = np.zeros((boot, t), dtype=np.int64)
+    groups: dict[str, list[int]] = {}
+    for i, o in enumerate(first):
+        groups.setdefault(o.env, []).append(i)
+    for members in groups.values():
+        idx = np.asarray(members)
+        picks = rng.integers(0, len(idx), size=(boot, len(idx)))
+        for row in range(boot):
+            np.add.at(draws[row], idx[picks[row]], 1)
+    logs = []
+    for runs in (first, second):
+        s = np.array([o.successes for o in runs], dtype=float)
+        m = np.array([o.trials for o in runs], dtype=np.int64)
+        trials = draws * m[None, :]
+        succ = rng.binomial(trials, np.broadcast_to(s / m, trials.shape)).astype(float)
+        a, b, _ = fit_logistic_batch(np.log(d), succ, trials.astype(float))
+        with np.errstate(divide="ignore"):
+            logs.append(np.log(logistic_horizon(a, b, level)))
+    diff = logs[0] - logs[1]
+    finite = diff[np.isfinite(diff)]
+    alpha = (1.0 - confidence) / 2.0
+    if finite.size < boot * 0.5:
+        return {"level": level, "log_ratio_interval": None, "differs": None, "finite_share": finite.size / boot}
+    lo, hi = np.percentile(np.where(np.isfinite(diff), diff, np.sign(diff) * 1e9), [alpha * 100, (1 - alpha) * 100])
+    return {
+        "level": level,
+        "ratio": math.exp(float(np.median(finite))),
+        "ratio_interval": [math.exp(max(min(float(lo), 700.0), -700.0)), math.exp(max(min(float(hi), 700.0), -700.0))],
+        "differs": bool(lo > 0 or hi < 0),
+        "finite_share": finite.size / boot,
+    }
+
+
+# -- the closed form of the format-error noisy oracle --------------------------------------------------------
+
+
+def binomial_law(budget: int, p: float, distance: int) -> float:
+    """P(Binomial(budget, p) >= distance): the success chance of ``noisy-oracle:p:format`` on a task ``distance``
+    atomic steps from its goal with a budget of ``budget`` turns (each turn the oracle's move with chance p, else
+    a malformed answer that changes nothing; the episode is solved once ``distance`` moves were made)."""
+    if distance <= 0:
+        return 1.0
+    if distance > budget:
+        return 0.0
+    return float(sum(math.comb(budget, k) * p**k * (1 - p) ** (budget - k) for k in range(distance, budget + 1)))
+
+
+def law_horizon(
+    tasks: Sequence[tuple[int, int]], p: float, level: float = 0.5, weights: Sequence[float] | None = None
+) -> float:
+    """The population horizon of the logistic model under the binomial law: the fit to the law's exact success
+    probabilities at the given ``(distance, budget)`` tasks (what the fit converges to with infinitely many
+    samples per task)."""
+    d = np.array([t[0] for t in tasks], dtype=float)
+    probs = np.array([binomial_law(t[1], p, t[0]) for t in tasks])
+    w = np.ones_like(d) if weights is None else np.asarray(weights, dtype=float)
+    big = 1e6  # expected counts of a huge sample: the maximum-likelihood fit to the probabilities themselves
+    a, b, _ = fit_logistic_batch(np.log(d), (probs * w * big)[None, :], (w * big)[None, :], penalty=0.0)
+    return float(logistic_horizon(a, b, level)[0])
+
+
+def law_crossing(budget: int, p: float, level: float = 0.5) -> float:
+    """The distance where the law's success chance crosses ``level``, interpolated linearly between integers."""
+    prev = 1.0
+    for d in range(1, budget + 2):
+        here = binomial_law(budget, p, d)
+        if here < level:
+            return (d - 1) + (prev - level) / (prev - here) if d > 1 else 1.0
+        prev = here
+    return math.inf
+
+
+def by_env(outcomes: Sequence[TaskOutcomes]) -> Mapping[str, list[TaskOutcomes]]:
+    groups: dict[str, list[TaskOutcomes]] = {}
+    for o in outcomes:
+        groups.setdefault(o.env, []).append(o)
+    return groups
