@@ -35,8 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--agent",
         default="plain",
-        choices=("plain", "sgo"),
-        help="agent kind: plain, or sgo (subgoal planning, reflection, validation, replan / skip)",
+        choices=("plain", "sgo", "subgoal"),
+        help="agent kind: plain, sgo (subgoal planning, reflection, validation, replan / skip), or subgoal (the "
+        "milestone-conditioned prompt: one target subgoal)",
     )
     p.add_argument(
         "--planner",

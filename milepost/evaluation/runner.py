@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 EPISODES = "episodes.jsonl"
 PLOT = "success.png"
-AGENTS = ("plain", "sgo")
+AGENTS = ("plain", "sgo", "subgoal")
 # EvalSpec fields that only the SGO agent reads: left out of a plain run's identity, so that plain run folders
 # written before they existed still resume.
 SGO_FIELDS = ("planner", "judge", "max_replans")
@@ -79,7 +79,7 @@ class EvalSpec:
             raise InputError(f"--k values must lie in 1..n={self.n}, got {self.ks}")
         if self.agent not in AGENTS:
             raise InputError(f"unknown agent {self.agent!r} (known: {', '.join(AGENTS)})")
-        if self.agent == "plain" and (self.planner != "programmatic" or self.judge is not None):
+        if self.agent != "sgo" and (self.planner != "programmatic" or self.judge is not None):
             raise InputError("--planner and --judge need --agent sgo")
         if self.max_replans < 0:
             raise InputError(f"--max-replans must be >= 0, got {self.max_replans}")
@@ -99,7 +99,7 @@ class EvalSpec:
         data = dataclasses.asdict(self)
         data["settings"].pop("batch_size", None)
         data.pop("http")
-        if self.agent == "plain":
+        if self.agent != "sgo":
             for key in SGO_FIELDS:
                 data.pop(key)
         if not self.single_turn:
@@ -147,6 +147,10 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
     policy's loaded backend instead of loading the model twice."""
     if spec.agent == "plain":
         return None
+    if spec.agent == "subgoal":  # the milestone-conditioned agent: one target subgoal in the prompt
+        from milepost.planning.conditioned import SubgoalConditionedAgent
+
+        return SubgoalConditionedAgent()
     from milepost.planning import FallbackPolicy, LLMJudge, SGOAgent, SGOConfig, make_planner
 
     def backend_for(backend_spec: str) -> Backend:

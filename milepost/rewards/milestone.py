@@ -7,17 +7,25 @@ which is an illustration with bugs: the efficiency bonus counts the steps since 
 guide counts from the episode start, so every milestone after the first looks slow), and the step budget is
 the environment's H_max rather than the trajectory's own length. A completion bonus on success is added, as
 the issue asks; every constant is configurable.
+
+``subgoal`` is the guide's milestone-conditioned objective: each turn's target is the tracker's current subgoal,
+named in the prompt by the conditioned agent (``milepost.planning.conditioned``); r_t = 1 on the turn whose
+target's predicate became true, else 0, and the segment returns end there (``segment_ends``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from milepost.registry import Registry
 from milepost.types import Episode
+
+TARGET_KEY = "target"
+"""``Episode.meta`` key of the conditioned agent's per-turn record (``targets``, ``reached``)"""
 
 
 @dataclass
@@ -103,3 +111,36 @@ def outcome_and_milestones(ep: Episode, ctx: RewardContext) -> torch.Tensor:
 def guide_reward(ep: Episode, ctx: RewardContext) -> torch.Tensor:
     """The framework guide's milestone reward generator (see module docstring)."""
     return milestone_rewards(ep, ctx.max_steps, ctx.milestone)
+
+
+def target_record(ep: Episode) -> dict[str, Any]:
+    """The conditioned agent's record of ``ep`` (``milepost.planning.conditioned``), checked against its turns.
+
+    Raises:
+        ValueError: the episode was not played by the conditioned agent, or its record does not fit its turns.
+    """
+    record = ep.meta.get(TARGET_KEY)
+    if not isinstance(record, dict) or not isinstance(record.get("reached"), list):
+        raise ValueError(f"episode {ep.task_id}: no target record; rl.reward subgoal needs agent.agent_kind subgoal")
+    if len(record["reached"]) != len(ep.turns):
+        raise ValueError(f"episode {ep.task_id}: target record of {len(record['reached'])} turns, not {len(ep.turns)}")
+    return record
+
+
+@TRAJECTORY_REWARDS.decorator("subgoal")
+def subgoal_reward(ep: Episode, ctx: RewardContext) -> torch.Tensor:
+    """Milestone-conditioned r_t: 1 on the turn that reached the target subgoal its prompt named, else 0.
+
+    Solving reaches every subgoal, the target included, so a solving turn always pays 1."""
+    return torch.tensor([float(bool(r)) for r in target_record(ep)["reached"]], dtype=torch.float32)
+
+
+def segment_ends(ep: Episode, reward: str, decomposition: bool) -> torch.Tensor:
+    """``(T,)`` bool: the turns after which the segment return restarts (``returns.discounted_returns`` cuts).
+
+    ``reward`` subgoal: the turns that reached their target; subgoal ``decomposition``: the turns that completed
+    any subgoal; otherwise none (one return over the whole episode).
+    """
+    if reward == "subgoal":
+        return torch.tensor([bool(r) for r in target_record(ep)["reached"]], dtype=torch.bool)
+    return torch.tensor([decomposition and bool(t.new_subgoals) for t in ep.turns], dtype=torch.bool)

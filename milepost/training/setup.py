@@ -65,6 +65,10 @@ def make_agent(cfg: TrainConfig) -> Agent | None:
         from milepost.planning import SGOAgent
 
         return SGOAgent()
+    if cfg.agent.agent_kind == "subgoal":
+        from milepost.planning.conditioned import SubgoalConditionedAgent
+
+        return SubgoalConditionedAgent()
     return None
 
 
@@ -86,6 +90,10 @@ def prompt_corpus(cfg: TrainConfig) -> list[str]:
         from milepost.planning.sgo import corpus_texts
 
         out += corpus_texts([make() for _ in range(4)])
+    if cfg.agent.agent_kind == "subgoal":
+        from milepost.planning.conditioned import corpus_texts as target_texts
+
+        out += target_texts([make() for _ in range(4)])
     if cfg.env.name == "webshop":  # the shop's words live on result and product pages, past the first page
         from milepost.envs.webshop.corpus import corpus_texts as shop_texts
 
