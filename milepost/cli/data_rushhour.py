@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from milepost.cli.data import add_format_argument, format_flags
 from milepost.envs.levels import DEFAULT_LEVELS, parse_levels
 from milepost.errors import InputError
 
@@ -45,6 +46,7 @@ def add_parser(envs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "run on the same dataset; repeatable, one run per split)",
     )
     p.add_argument("--out", required=True, help="dataset folder to write")
+    add_format_argument(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         [
             "milepost", "data", "rushhour", "--levels", args.levels, "--source", args.source,
             "--train", str(args.train), "--test", str(args.test), "--seed", str(args.seed),
-            "--max-walls", str(args.max_walls), "--out", str(out),
+            "--max-walls", str(args.max_walls), "--out", str(out), *format_flags(args),
         ]
     )  # fmt: skip
     splits, manifest = build_dataset(
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         splits, kept = filter_splits(splits, args.filter)
         manifest = filtered_manifest(manifest, splits, kept)
         manifest["command"] = command + "".join(f" --filter {shlex.quote(r)}" for r in args.filter)
-    target = write_dataset(out, splits, manifest, overwrite=args.overwrite)
+    target = write_dataset(out, splits, manifest, overwrite=args.overwrite, format=args.format)
     counts = manifest["counts"]
     print(f"wrote {counts['train']} train and {counts['test']} test tasks to {target}")
     table = Table(title="Rush Hour levels (share of tasks whose optimal solution fits the paper's budgets)")

@@ -19,6 +19,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from milepost.cli.data import add_format_argument, format_flags
 from milepost.envs.levels import DEFAULT_LEVELS, levels_for, parse_levels
 from milepost.envs.sudoku.canonical import canonical_form
 from milepost.envs.sudoku.grid import parse_grid
@@ -67,6 +68,7 @@ def add_parser(envs: argparse._SubParsersAction) -> None:
         "run on the same dataset; repeatable, one run per split)",
     )
     p.add_argument("--out", required=True, help="dataset folder to write")
+    add_format_argument(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty folder")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             "milepost", "data", "sudoku", "--size", str(args.size), "--levels", spec,
             "--train", str(args.train), "--test", str(args.test), "--seed", str(args.seed),
             "--grade", ",".join(tiers), *(["--keep", args.keep] if tiers != ["easy"] else []),
-            "--out", str(out),
+            "--out", str(out), *format_flags(args),
         ]
     )  # fmt: skip
     splits: dict[str, list[Task]] = {"train": [], "test": []}
@@ -131,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         splits, kept = filter_splits(splits, args.filter)
         manifest = filtered_manifest(manifest, splits, kept)
         manifest["command"] = command + "".join(f" --filter {shlex.quote(r)}" for r in args.filter)
-    target = write_dataset(out, splits, manifest, overwrite=args.overwrite)
+    target = write_dataset(out, splits, manifest, overwrite=args.overwrite, format=args.format)
     print(f"wrote {len(splits['train'])} train and {len(splits['test'])} test tasks to {target}")
     for part_manifest in manifests.values():
         for name in part_manifest["exhausted_levels"]:

@@ -11,6 +11,7 @@ import argparse
 import shlex
 from pathlib import Path
 
+from milepost.cli.data import add_format_argument, format_flags
 from milepost.envs.levels import DEFAULT_LEVELS, parse_levels
 from milepost.errors import InputError
 
@@ -30,6 +31,7 @@ def add_parser(envs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--catalogue-seed", type=int, default=0, help="seed of the catalogue (default 0)")
     p.add_argument("--catalogue-size", type=int, default=1000, help="products, 50-100000 (default 1000)")
     p.add_argument("--out", required=True, help="dataset folder to write")
+    add_format_argument(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing non-empty folder")
     p.set_defaults(func=run)
 
@@ -49,14 +51,14 @@ def run(args: argparse.Namespace) -> int:
         [
             "milepost", "data", "webshop", "--levels", spec, "--items", str(args.items), "--train", str(args.train),
             "--test", str(args.test), "--seed", str(args.seed), "--catalogue-seed", str(args.catalogue_seed),
-            "--catalogue-size", str(args.catalogue_size), "--out", str(out),
+            "--catalogue-size", str(args.catalogue_size), "--out", str(out), *format_flags(args),
         ]
     )  # fmt: skip
     splits, manifest = build_dataset(
         levels, args.items, args.train, args.test, args.seed,
         catalogue_seed=args.catalogue_seed, catalogue_size=args.catalogue_size, command=command,
     )  # fmt: skip
-    target = write_dataset(out, splits, manifest, overwrite=args.overwrite)
+    target = write_dataset(out, splits, manifest, overwrite=args.overwrite, format=args.format)
     counts = manifest["counts"]
     print(f"wrote {counts['train']} train and {counts['test']} test tasks to {target}")
     for name, info in manifest["levels"].items():

@@ -1,0 +1,59 @@
+"""Parquet files through pyarrow (the ``hf`` extra): import it with a one-line hint, read and write tables safely.
+
+Written tables go through a temporary file in the same folder and an atomic rename (as ``milepost.io`` does for
+text), so a reader never sees half a parquet file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from milepost.errors import InputError
+
+HINT = "pip install 'milepost[hf]'"
+
+
+def pyarrow() -> tuple[ModuleType, ModuleType]:
+    """``(pyarrow, pyarrow.parquet)``, or an ``InputError`` saying how to install them."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"parquet files need pyarrow ({HINT})") from None
+    return pa, pq
+
+
+def write_parquet(path: str | os.PathLike[str], table: Any) -> None:
+    """Write a ``pyarrow.Table`` to ``path`` through a temporary sibling and an atomic rename."""
+    _, pq = pyarrow()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_parquet(path: str | os.PathLike[str], columns: list[str] | None = None) -> Any:
+    """The ``pyarrow.Table`` of a parquet file (only ``columns`` when given).
+
+    Raises:
+        InputError: a missing file, or one that is not parquet.
+    """
+    pa, pq = pyarrow()
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{source}: no such file")
+    try:
+        return pq.read_table(source, columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{source}: not a readable parquet file ({reason})") from None
