@@ -1,0 +1,272 @@
+"""Run milepost environments inside TRL's ``GRPOTrainer`` (``pip install 'milepost[trl]'``).
+
+TRL's multi-turn hook is ``rollout_func(prompts, trainer) -> dict``: it returns ``prompt_ids``,
+``completion_ids`` and ``logprobs`` per rollout, may add ``env_mask`` (1 on tokens the model wrote, 0 on tokens
+the environment wrote, which the loss skips), and every other key is passed to the reward functions. Here each
+dataset row is one milepost task; :class:`MilepostRollout` plays one whole episode per prompt with milepost's
+batched episode loop (``milepost.agent.loop.run_episodes``), sampling from the model TRL is training through
+milepost's ``hf`` backend (token ids in, token ids and behaviour log-probs out).
+
+One episode becomes one GRPO sequence, token for token as the model saw it::
+
+    prompt_ids     = turn-1 prompt (milepost's goal + answer format + observation, chat-templated)
+    completion_ids = answer_1  obs_2  answer_2  obs_3 ... answer_T
+    env_mask       =  1 ... 1  0 .. 0  1 ... 1  0 .. 0      1 ... 1
+    logprobs       = behaviour log-probs on answers, 0.0 on observation tokens
+
+so turn t is generated from exactly the tokens TRL later scores it under (a growing conversation: each later
+observation is a new user message, the previous answers stay in context; the sliding-window memory of
+``milepost eval`` is not used, since a memory window would rewrite earlier context between turns).
+
+The environment's reward terms (``outcome``, ``format``, ``valid``, ``milestone``; DESIGN: Contracts) become four
+TRL reward functions, each the episode's sum of that term; :func:`reward_weights` gives their weights from
+milepost's ``RewardWeights``, so TRL's weighted sum is the episode return of ``env.step``'s scalar reward.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from milepost.agent.loop import AgentSettings, Job, LiveEpisode, run_episodes
+from milepost.agent.prompts import build_messages
+from milepost.backends.base import GenerationRequest
+from milepost.config import RewardWeights
+from milepost.envs import make_env
+from milepost.errors import InputError
+from milepost.types import REWARD_TERM_NAMES, Completion, Episode, Task
+
+__all__ = [
+    "ConversationPolicy",
+    "MilepostRollout",
+    "Transcript",
+    "reward_functions",
+    "reward_weights",
+]
+
+_MARK = "\x00milepost-answer\x00"  # stands in for an answer when cutting the chat template around it
+TERMS_FIELD = "milepost_terms"  # the rollout's extra field the reward functions read
+
+
+def observation_message(observation: str) -> dict[str, str]:
+    """The user message of a later turn: the observation as milepost's prompt words it (no memory block)."""
+    return build_messages("", observation)[1]
+
+
+@dataclass
+class Transcript:
+    """One episode's tokens as GRPO sees them (see the module docstring for the layout)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    def add(self, ids: Sequence[int], *, model: bool, logprobs: Sequence[float] | None = None) -> None:
+        ids = list(ids)
+        self.completion_ids += ids
+        self.env_mask += [1 if model else 0] * len(ids)
+        if model and logprobs is not None:
+            if len(logprobs) != len(ids):
+                raise ValueError(f"{len(logprobs)} log-probs for {len(ids)} completion tokens")
+            self.logprobs += [float(x) for x in logprobs]
+        else:
+            self.logprobs += [0.0] * len(ids)
+
+    def context(self) -> list[int]:
+        """Everything the model has seen so far: the prompt of its next turn."""
+        return self.prompt_ids + self.completion_ids
+
+
+class ConversationPolicy:
+    """A milepost ``Policy`` that keeps each episode as one growing token transcript.
+
+    Turn 1 is milepost's own prompt (``LiveEpisode.messages()``); on each later turn the new observation is
+    appended as a user message after the previous answer, tokenised on its own, so the answer tokens the model
+    sampled are never re-tokenised. Episodes are keyed by their job's sample number, which the rollout makes
+    unique per prompt.
+
+    Args:
+        backend: an ``HFBackend`` (``encode`` and ``generate`` with ``prompt_ids`` requests).
+        settings: sampling settings (temperature, top-p/k, tokens per turn).
+    """
+
+    def __init__(self, backend: Any, settings: AgentSettings) -> None:
+        self.backend = backend
+        self.tokenizer = backend.tokenizer
+        self.settings = settings
+        self.name = backend.name
+        self.scripted = False
+        self.transcripts: dict[int, Transcript] = {}
+        self._eos_ids = frozenset(int(i) for i in backend.eos_ids)
+
+    def act(self, episodes: Sequence[LiveEpisode]) -> list[Completion]:
+        requests = []
+        for ep in episodes:
+            key = ep.job.sample
+            script = self.transcripts.get(key)
+            if script is None:
+                script = Transcript(self.backend.encode(GenerationRequest(messages=ep.messages())))
+                self.transcripts[key] = script
+            else:
+                script.add(self._observation_ids(script, ep.observation), model=False)
+            params = self.settings.sampling(ep.seed * 1_000 + len(ep.turns))
+            requests.append(GenerationRequest(prompt_ids=script.context(), params=params))
+        completions = self.backend.generate(requests)
+        for ep, completion in zip(episodes, completions, strict=True):
+            self.transcripts[ep.job.sample].add(completion.completion_ids, model=True, logprobs=completion.logprobs)
+        return completions
+
+    def _observation_ids(self, script: Transcript, observation: str) -> list[int]:
+        """Tokens between the last answer and the next one: end of the answer turn, the observation message
+        and the generation prompt, cut out of the chat template around a placeholder answer."""
+        messages = [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": _MARK},
+            observation_message(observation),
+        ]
+        text = str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        text = text[text.index(_MARK) + len(_MARK) :]
+        last = script.completion_ids[-1] if script.completion_ids else None
+        if last is not None and last in self._eos_ids:
+            # The sampled answer already ends with the token that closes an assistant turn.
+            eos_text = str(self.tokenizer.decode([last]))
+            if eos_text and text.startswith(eos_text):
+                text = text[len(eos_text) :]
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def prompt_key(prompt: Any) -> str:
+    """A hashable key of a dataset prompt (chat messages or text) to find its task again."""
+    return json.dumps(prompt, sort_keys=True)
+
+
+@dataclass
+class MilepostRollout:
+    """A TRL ``rollout_func`` that plays milepost episodes, plus the dataset whose prompts name its tasks.
+
+    Args:
+        env: milepost environment name (``sudoku``, ``rushhour``, ``webshop``).
+        tasks: the training tasks (e.g. ``milepost.datasets.load_tasks(path, "train")``).
+        env_kwargs: keyword arguments of the environment (``size``, ``max_steps``, ``action_mode``...).
+        max_new_tokens: tokens per answer at most.
+        seed: run seed; each rollout's episode seed derives from it, the trainer step, the task and the sample.
+        max_context: context window (prompt + all turns) in tokens; default the model's.
+
+    Use ``dataset()`` as ``train_dataset``, the instance as ``rollout_func`` and :func:`reward_functions` /
+    :func:`reward_weights` as the reward; ``episodes`` holds the last batch of played episodes.
+    """
+
+    env: str
+    tasks: Sequence[Task]
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_new_tokens: int = 64
+    seed: int = 0
+    max_context: int | None = None
+    episodes: list[Episode] = field(default_factory=list, init=False)
+    _by_prompt: dict[str, Task] = field(default_factory=dict, init=False, repr=False)
+    _rows: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise InputError("MilepostRollout needs at least one task")
+        if self.max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        for task in self.tasks:
+            if task.env != self.env:
+                raise InputError(f"task {task.task_id} is a {task.env} task, not {self.env}")
+        env = self.make_env()
+        for task in self.tasks:
+            observation, _ = env.reset(options={"task": task})
+            prompt = build_messages(env.goal_text(), observation)
+            self._by_prompt.setdefault(prompt_key(prompt), task)
+            self._rows.append({"prompt": prompt, "task_id": task.task_id})
+
+    def make_env(self) -> Any:
+        return make_env(self.env, **self.env_kwargs)
+
+    def dataset(self) -> Any:
+        """A ``datasets.Dataset`` with one row per task: ``prompt`` (turn-1 chat messages) and ``task_id``."""
+        from datasets import Dataset
+
+        return Dataset.from_list(self._rows)
+
+    def task_for(self, prompt: Any) -> Task:
+        task = self._by_prompt.get(prompt_key(prompt))
+        if task is None:
+            raise InputError("rollout_func got a prompt that is not one of this rollout's tasks (use .dataset())")
+        return task
+
+    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+        """Play one episode per prompt (TRL already repeats each prompt ``num_generations`` times)."""
+        from milepost.backends.hf import HFBackend
+
+        args = trainer.args
+        settings = AgentSettings(
+            memory_k=0,
+            temperature=float(args.temperature),
+            top_p=float(args.top_p),
+            top_k=int(args.top_k or 0),
+            max_new_tokens=self.max_new_tokens,
+            batch_size=max(1, len(prompts)),
+        )
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        backend = HFBackend(model=model, tokenizer=trainer.processing_class, max_context=self.max_context, name="trl")
+        policy = ConversationPolicy(backend, settings)
+        jobs = [Job(self.task_for(prompt), sample=i) for i, prompt in enumerate(prompts)]
+        step = int(trainer.state.global_step)
+        episodes = run_episodes(
+            self.make_env, jobs, policy, settings, seed=self.seed * 1_000_003 + step, progress=False
+        )
+        episodes.sort(key=lambda e: e.sample)
+        self.episodes = episodes
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "env_mask": [],
+            TERMS_FIELD: [],
+        }
+        pad = int(backend.pad_id)
+        for episode in episodes:
+            script = policy.transcripts[episode.sample]
+            if not script.completion_ids:  # the first request failed: one masked token keeps TRL's shapes valid
+                script.add([pad], model=False)
+            out["prompt_ids"].append(script.prompt_ids)
+            out["completion_ids"].append(script.completion_ids)
+            out["logprobs"].append(script.logprobs)
+            out["env_mask"].append(script.env_mask)
+            out[TERMS_FIELD].append(episode_terms(episode))
+        return out
+
+
+def episode_terms(episode: Episode) -> dict[str, float]:
+    """The episode's sum of each reward term, plus ``success`` (1.0 when solved)."""
+    terms: dict[str, float] = {}
+    for name in REWARD_TERM_NAMES:
+        terms[name] = sum((float(turn.reward_terms[name]) for turn in episode.turns), 0.0)  # type: ignore[literal-required]
+    terms["success"] = 1.0 if episode.success else 0.0
+    return terms
+
+
+def _term_reward(name: str) -> Callable[..., list[float]]:
+    def reward(prompts: Any, completions: Any, **kwargs: Any) -> list[float]:
+        return [float(t[name]) for t in kwargs[TERMS_FIELD]]
+
+    reward.__name__ = f"milepost_{name}"
+    reward.__doc__ = f"The episode's total ``{name}`` reward term (milepost environment)."
+    return reward
+
+
+def reward_functions() -> list[Callable[..., list[float]]]:
+    """TRL reward functions, one per milepost reward term, in ``REWARD_TERM_NAMES`` order."""
+    return [_term_reward(name) for name in REWARD_TERM_NAMES]
+
+
+def reward_weights(weights: RewardWeights | None = None) -> list[float]:
+    """``GRPOConfig.reward_weights`` matching :func:`reward_functions`: milepost's weights of each term."""
+    w = weights or RewardWeights()
+    return [float(getattr(w, name)) for name in REWARD_TERM_NAMES]
