@@ -31,7 +31,7 @@ import numpy as np
 
 LEVELS = (0.5, 0.8)
 """Success rates whose horizons are reported: the 50% and 80% horizons."""
-SLOPE_PENALTY = 1e-3
+SLOPE_PENALTY = 1e-5
 """L2 penalty on the logistic slope ``b`` (per episode): keeps the fit finite when success is perfectly separated
 by distance, where the maximum-likelihood slope is infinite; small enough to leave ordinary fits unchanged."""
 MAX_NEWTON = 100
@@ -112,7 +112,7 @@ class HorizonEstimate:
     def comparison(self) -> dict[str, Any]:
         """Log-likelihood, AIC and BIC of both models; the preferred one by AIC."""
         n = max(self.episodes, 1)
-        rows = {}
+        rows: dict[str, Any] = {}
         for name, fit, k in (("logistic", self.logistic, 2), ("reliability", self.reliability, 1)):
             rows[name] = {
                 "params": k,
@@ -146,6 +146,11 @@ class HorizonEstimate:
             "boot": self.boot,
             "band": {k: _json_floats(v) for k, v in self.band.items()},
         }
+
+
+def _percentile(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """Percentiles without interpolation (horizons may be infinite, and inf - inf is no number)."""
+    return np.percentile(values, qs, method="inverted_cdf")
 
 
 def _key(level: float) -> str:
@@ -306,24 +311,31 @@ def _arrays(outcomes: Sequence[TaskOutcomes]) -> tuple[np.ndarray, np.ndarray, n
 # -- the hierarchical bootstrap -----------------------------------------------------------------------------
 
 
+def task_draws(envs: Sequence[str], boot: int, rng: np.random.Generator) -> np.ndarray:
+    """(B, T) how often each task is drawn in each of ``boot`` resamples: tasks with replacement within each
+    environment, so every environment keeps its task count."""
+    t = len(envs)
+    draws = np.zeros(boot * t, dtype=np.int64)
+    groups: dict[str, list[int]] = {}
+    for i, env in enumerate(envs):
+        groups.setdefault(env, []).append(i)
+    offsets = (np.arange(boot) * t)[:, None]
+    for members in groups.values():
+        idx = np.asarray(members)
+        picks = idx[rng.integers(0, len(idx), size=(boot, len(idx)))] + offsets  # (B, size of the group)
+        draws += np.bincount(picks.ravel(), minlength=boot * t)
+    return draws.reshape(boot, t)
+
+
 def bootstrap_counts(
     outcomes: Sequence[TaskOutcomes], boot: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """(B, T) successes and trials of ``boot`` hierarchical resamples: tasks with replacement within each
     environment (each keeps its task count), then each drawn task's samples with replacement (a binomial draw
     at the task's observed rate). A task drawn k times gets k independent sample resamples."""
-    t = len(outcomes)
     s = np.array([o.successes for o in outcomes], dtype=float)
     m = np.array([o.trials for o in outcomes], dtype=np.int64)
-    draws = np.zeros((boot, t), dtype=np.int64)  # how often each task was drawn
-    groups: dict[str, list[int]] = {}
-    for i, o in enumerate(outcomes):
-        groups.setdefault(o.env, []).append(i)
-    for members in groups.values():
-        idx = np.asarray(members)
-        picks = rng.integers(0, len(idx), size=(boot, len(idx)))
-        for row in range(boot):
-            np.add.at(draws[row], idx[picks[row]], 1)
+    draws = task_draws([o.env for o in outcomes], boot, rng)
     trials = draws * m[None, :]
     # Resampling m samples with replacement from a task's m outcomes = Binomial(m, observed rate), per draw;
     # k draws of the same task sum to Binomial(k m, rate).
@@ -361,10 +373,10 @@ def estimate(
     intervals: dict[str, dict[str, tuple[float, float]]] = {"logistic": {}, "reliability": {}}
     boot_q = np.array([_fit_q(d, bs[i], bm[i]) for i in range(boot)])
     for level in LEVELS:
-        lo, hi = np.percentile(logistic_horizon(a, b, level), qs)
+        lo, hi = _percentile(logistic_horizon(a, b, level), qs)
         intervals["logistic"][_key(level)] = (float(lo), float(hi))
         rel = np.array([reliability_horizon(q, level) for q in boot_q])
-        lo, hi = np.percentile(rel, qs)
+        lo, hi = _percentile(rel, qs)
         intervals["reliability"][_key(level)] = (float(lo), float(hi))
     grid = np.geomspace(1.0, max(2.0, float(d.max()) * 2.0), band_points)
     curves = _sigmoid(a[:, None] + b[:, None] * np.log(grid)[None, :])
@@ -407,16 +419,7 @@ def paired_difference(
     second = [second[order[k]] for k in key_a]
     d = np.array([o.distance for o in first], dtype=float)
     rng = np.random.default_rng(seed)
-    t = len(first)
-    draws = np.zeros((boot, t), dtype=np.int64)
-    groups: dict[str, list[int]] = {}
-    for i, o in enumerate(first):
-        groups.setdefault(o.env, []).append(i)
-    for members in groups.values():
-        idx = np.asarray(members)
-        picks = rng.integers(0, len(idx), size=(boot, len(idx)))
-        for row in range(boot):
-            np.add.at(draws[row], idx[picks[row]], 1)
+    draws = task_draws([o.env for o in first], boot, rng)
     logs = []
     for runs in (first, second):
         s = np.array([o.successes for o in runs], dtype=float)
@@ -431,7 +434,7 @@ def paired_difference(
     alpha = (1.0 - confidence) / 2.0
     if finite.size < boot * 0.5:
         return {"level": level, "log_ratio_interval": None, "differs": None, "finite_share": finite.size / boot}
-    lo, hi = np.percentile(np.where(np.isfinite(diff), diff, np.sign(diff) * 1e9), [alpha * 100, (1 - alpha) * 100])
+    lo, hi = _percentile(np.where(np.isfinite(diff), diff, np.sign(diff) * 1e9), [alpha * 100, (1 - alpha) * 100])
     return {
         "level": level,
         "ratio": math.exp(float(np.median(finite))),
@@ -485,3 +488,102 @@ def by_env(outcomes: Sequence[TaskOutcomes]) -> Mapping[str, list[TaskOutcomes]]
     for o in outcomes:
         groups.setdefault(o.env, []).append(o)
     return groups
+
+
+# -- coverage of the bootstrap interval, by simulation ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CoverageScenario:
+    """Simulated suites with a known population horizon.
+
+    ``kind="logistic"``: task i at distance d_i succeeds with ``sigmoid(a + b log d_i + u_i)``, ``u_i ~ N(0, sigma^2)``
+    (tasks differ beyond their distance: what the task level of the bootstrap is for). ``kind="law"``: the
+    format-error noisy oracle's ``P(Binomial(budget, p) >= d)``. Distances are drawn log-uniformly in
+    ``[d_min, d_max]`` for each simulated suite; the truth is the logistic fit to the population success rates
+    over that distance distribution (what the estimator converges to with infinitely many tasks and samples).
+    """
+
+    kind: str = "logistic"
+    tasks: int = 40
+    samples: int = 4
+    d_min: int = 2
+    d_max: int = 64
+    a: float = 2.0 * math.log(12.0)
+    b: float = -2.0
+    sigma: float = 0.75
+    budget: int = 30
+    p: float = 0.6
+
+    def population(self, d: np.ndarray) -> np.ndarray:
+        """Success rate at each distance, averaged over the task effect."""
+        if self.kind == "law":
+            return np.array([binomial_law(self.budget, self.p, int(x)) for x in d])
+        nodes, weights = np.polynomial.hermite_e.hermegauss(40)
+        weights = weights / weights.sum()
+        z = self.a + self.b * np.log(d)[:, None] + self.sigma * nodes[None, :]
+        return np.asarray((_sigmoid(z) * weights[None, :]).sum(axis=1))
+
+    def draw_distances(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        lo, hi = math.log(self.d_min), math.log(self.d_max + 1)
+        return np.minimum(np.floor(np.exp(rng.uniform(lo, hi, size=size))), self.d_max)
+
+    def truth(self, level: float = 0.5) -> float:
+        d = np.arange(self.d_min, self.d_max + 1, dtype=float)
+        # log-uniform weight of each integer distance: the share of [log d, log(d + 1)) in the drawn range
+        w = np.log(d + 1) - np.log(d)
+        probs = self.population(d)
+        big = 1e7
+        a, b, _ = fit_logistic_batch(np.log(d), (probs * w * big)[None, :], (w * big)[None, :], penalty=0.0)
+        return float(logistic_horizon(a, b, level)[0])
+
+    def simulate(self, rng: np.random.Generator) -> list[TaskOutcomes]:
+        d = self.draw_distances(rng, self.tasks)
+        if self.kind == "law":
+            rate = self.population(d)
+        else:
+            rate = _sigmoid(self.a + self.b * np.log(d) + self.sigma * rng.standard_normal(self.tasks))
+        wins = rng.binomial(self.samples, rate)
+        return [
+            TaskOutcomes(int(x), int(k), self.samples, env="sim", task_id=str(i))
+            for i, (x, k) in enumerate(zip(d, wins, strict=True))
+        ]
+
+
+def simulate_coverage(
+    scenario: CoverageScenario,
+    *,
+    datasets: int = 200,
+    boot: int = 500,
+    confidences: Sequence[float] = (0.9, 0.95),
+    levels: Sequence[float] = LEVELS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """How often the hierarchical-bootstrap percentile interval of each horizon holds the population horizon,
+    over ``datasets`` simulated suites. Returns ``{"truth": {h50: ..}, "coverage": {h50: {0.95: share}}, ...}``."""
+    rng = np.random.default_rng(seed)
+    truth = {_key(level): scenario.truth(level) for level in levels}
+    hits = {_key(level): dict.fromkeys(confidences, 0) for level in levels}
+    widths: dict[str, list[float]] = {_key(level): [] for level in levels}
+    for _ in range(datasets):
+        outcomes = scenario.simulate(rng)
+        d = np.array([o.distance for o in outcomes], dtype=float)
+        bs, bm = bootstrap_counts(outcomes, boot, rng)
+        a, b, _ = fit_logistic_batch(np.log(d), bs, bm)
+        for level in levels:
+            horizons = logistic_horizon(a, b, level)
+            key = _key(level)
+            for conf in confidences:
+                alpha = (1.0 - conf) / 2.0
+                lo, hi = _percentile(horizons, [alpha * 100, (1 - alpha) * 100])
+                hits[key][conf] += int(lo <= truth[key] <= hi)
+            lo95, hi95 = _percentile(horizons, [2.5, 97.5])
+            widths[key].append(float(np.log(hi95) - np.log(lo95)) if np.isfinite(hi95) and lo95 > 0 else math.inf)
+    return {
+        "scenario": {k: getattr(scenario, k) for k in scenario.__dataclass_fields__},
+        "datasets": datasets,
+        "boot": boot,
+        "truth": truth,
+        "coverage": {key: {str(c): n / datasets for c, n in row.items()} for key, row in hits.items()},
+        "median_log_width_95": {key: float(np.median(v)) for key, v in widths.items()},
+    }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +267,7 @@ def render_horizon(result: dict[str, Any], plot: str | None) -> str:
 def plot_horizon(
     path: Path,
     fits: dict[str, HorizonEstimate],
-    groups: dict[str, list[TaskOutcomes]],
+    groups: Mapping[str, list[TaskOutcomes]],
     failures: dict[str, dict[str, int]],
     title: str,
 ) -> None:

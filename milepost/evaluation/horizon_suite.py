@@ -70,7 +70,7 @@ SUITES: dict[str, Suite] = {
             SuitePart("sudoku4", "sudoku", 4, "S1-S5", 6, 0, 16, 4),
             SuitePart("rushhour-short", "rushhour", 6, "1-3,4-6", 4, 0, 30, 4),
         ),
-        content_hash="",
+        content_hash="884d96e5403bc23b7f56ecb5896c8c3f9dde5c70241285a9bbbd93467c8d4ad1",
         description="4x4 Sudoku (3-12 empty cells, H_max 16) and short Rush Hour (1-6 moves, H_max 30): "
         "minutes on a CPU with a 1M-parameter model",
     ),
@@ -84,7 +84,7 @@ SUITES: dict[str, Suite] = {
             SuitePart("webshop2", "webshop", 2, "6-8,9-11", 6, 0, 30, 4, _SHOP),
             SuitePart("webshop3", "webshop", 3, "9-11,12-14,15-17", 4, 0, 45, 4, _SHOP),
         ),
-        content_hash="",
+        content_hash="8ee9b824a19a6e55ff025aaffb55dd6d6fe7da8739f89d389899a5aa9e1fd530",
         description="Sudoku 9x9 L1-L7 (H_max 50), Rush Hour 4-6 .. 19-21 moves (atomic, H_max 30), web-shop "
         "orders of 1-3 items (H_max 15 per item)",
     ),
