@@ -2,9 +2,9 @@
 
 Sync needs nothing beyond ``import milepost``: the text spaces batch as tuples of strings. Async needs
 ``shared_memory=False`` (``milepost.integrations.gym_vector`` says why), which ``make_vec`` there passes.
-Each vector env is checked against single environments reset with the same seeds (gymnasium seeds sub-env i with ``seed + i``):
-an oracle reads the single env's state, both get the same answer, and observations, rewards and the
-terminated / truncated split must agree on every step, including gymnasium's next-step autoreset.
+Each vector env is checked against single environments reset with the same seeds (gymnasium seeds sub-env i
+with ``seed + i``): an oracle reads the single env's state, both get the same answer, and observations, rewards
+and the terminated / truncated split must agree on every step, including gymnasium's next-step autoreset.
 """
 
 from __future__ import annotations
