@@ -1,0 +1,206 @@
+"""The milestone-conditioned policy (framework guide 000, step 4) on 4x4 Sudoku, tiny CPU profile.
+
+Steps: the 4x4 dataset (levels S1-S5, as in the README), the shipped start ``checkpoints/sudoku4-sft`` evaluated
+with the plain prompt and with the conditioned prompt (one target subgoal, ``--agent subgoal``), a short RL run
+of ``configs/tiny-cpu/sudoku4_milestone_conditioned.yaml`` (``rl.reward: subgoal``), the trained policy
+evaluated with the conditioned prompt, and a report (``experiments/results/milestone_conditioned.{md,json,png}``).
+Besides success it reports the targets: the share of turns that reached the target their prompt named and the
+targets reached per episode. The numbers are what the run measured.
+
+Usage (one thread; the wall time is in the report)::
+
+    python experiments/milestone_conditioned.py --work runs/milestone [--iterations 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).parent / "results"
+CONFIG = ROOT / "configs" / "tiny-cpu" / "sudoku4_milestone_conditioned.yaml"
+
+
+def target_stats(run: Path) -> dict[str, float]:
+    """From an evaluation folder's episodes: success, the share of turns that reached their target, and the
+    targets reached per episode (episodes without a target record, i.e. plain prompts, count the environment's
+    subgoals instead, in plan-free terms)."""
+    from milepost.io import read_jsonl
+
+    rows = list(read_jsonl(run / "episodes.jsonl"))
+    turns = sum(len(r["turns"]) for r in rows)
+    out = {"episodes": float(len(rows)), "success": sum(bool(r["success"]) for r in rows) / max(len(rows), 1)}
+    out["subgoals_per_episode"] = sum(len(t["new_subgoals"]) for r in rows for t in r["turns"]) / max(len(rows), 1)
+    records = [r["meta"]["target"] for r in rows if "target" in r.get("meta", {})]
+    if records:
+        reached = sum(sum(rec["reached"]) for rec in records)
+        out["target_turn_rate"] = reached / max(turns, 1)
+        out["targets_per_episode"] = reached / len(records)
+    out["turns_per_episode"] = turns / max(len(rows), 1)
+    return out
+
+
+def main() -> None:
+    import torch
+
+    from milepost.backends.hf import HFBackend
+    from milepost.config import load_config
+    from milepost.datasets import write_dataset
+    from milepost.envs.levels import parse_levels
+    from milepost.envs.sudoku.dataset import build_dataset
+    from milepost.io import atomic_write_json, atomic_write_text, read_jsonl
+    from milepost.training.config import TrainConfig
+    from milepost.training.trainer import evaluate_policy, train_rl
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", default="runs/milestone")
+    p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--results", default=str(RESULTS), help="folder of the report")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    work = Path(args.work)
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+
+    data = work / "data"
+    if not (data / "manifest.json").exists():
+        splits, manifest = build_dataset(4, parse_levels("S1-S5", "sudoku", 4), 400, 40, 0, progress=False)
+        write_dataset(data, splits, manifest, overwrite=True)
+    timings["data_s"] = time.perf_counter() - start
+
+    over = [f"data={data}", f"threads={args.threads}"]
+    over += [f"rl.iterations={args.iterations}"] if args.iterations else []
+    cfg = load_config(TrainConfig, CONFIG, over)
+    plain = dataclasses.replace(
+        cfg,
+        agent=dataclasses.replace(cfg.agent, agent_kind="plain"),
+        rl=dataclasses.replace(cfg.rl, reward="outcome"),
+    )
+    evals = {
+        "start, plain prompt": (plain, ROOT / "checkpoints" / "sudoku4-sft", work / "start-plain"),
+        "start, target prompt": (cfg, ROOT / "checkpoints" / "sudoku4-sft", work / "start-target"),
+    }
+    for label, (c, model, out) in evals.items():
+        t = time.perf_counter()
+        if not (out / "metrics.json").exists():
+            evaluate_policy(c, HFBackend(model), out, label, progress=False)
+        timings[f"eval {label} s"] = time.perf_counter() - t
+    run = work / "rl"
+    t = time.perf_counter()
+    final = run / "final"
+    if not (final / "config.json").exists():
+        final = train_rl(cfg, run, resume=(run / "checkpoints" / "latest").exists(), progress=False)
+    timings["rl_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    after = work / "rl-target"
+    if not (after / "metrics.json").exists():
+        evaluate_policy(cfg, HFBackend(final), after, "RL, target prompt", progress=False)
+    timings["eval after s"] = time.perf_counter() - t
+    evals["after RL, target prompt"] = (cfg, final, after)
+
+    table: dict[str, Any] = {}
+    for label, (_, _, out) in evals.items():
+        metrics = json.loads((out / "metrics.json").read_text())
+        table[label] = {
+            "levels": {lv["level"]: lv for lv in metrics["levels"]},
+            **target_stats(out),
+        }
+    curve = [r for r in read_jsonl(run / "metrics.jsonl") if r.get("phase") != "warmup"]
+    wall = time.perf_counter() - start
+    report = {
+        "config": str(CONFIG.relative_to(ROOT)),
+        "iterations": cfg.rl.iterations,
+        "episodes_per_iteration": cfg.rl.tasks_per_iter * cfg.rl.samples_per_task,
+        "eval": {"n": cfg.eval.n, "limit": cfg.eval.limit, "levels": cfg.levels},
+        "table": table,
+        "training": [
+            {k: r.get(k) for k in ("iteration", "rollout/success", "rollout/subgoals", "train/loss")} for r in curve
+        ],
+        "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "wall_s": round(wall, 1),
+        "threads": args.threads,
+    }
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(results / "milestone_conditioned.json", report)
+    atomic_write_text(results / "milestone_conditioned.md", render(report, args))
+    plot(report, results / "milestone_conditioned.png")
+    print(render(report, args))
+
+
+def render(report: dict[str, Any], args: argparse.Namespace) -> str:
+    levels = sorted({lv for row in report["table"].values() for lv in row["levels"]})
+    ks = sorted({k for row in report["table"].values() for lv in row["levels"].values() for k in lv["pass_at"]})
+    head = "| run | " + " | ".join(f"{lv} pass@{k} (%)" for lv in levels for k in ks)
+    head += " | episodes solved (%) | targets reached / episode | turns reaching their target (%) |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for label, row in report["table"].items():
+        cells = [f"{100 * row['levels'][lv]['pass_at'][k]['value']:.1f}" for lv in levels for k in ks]
+        tgt = row.get("targets_per_episode")
+        rate = row.get("target_turn_rate")
+        cells += [
+            f"{100 * row['success']:.1f}",
+            "-" if tgt is None else f"{tgt:.2f}",
+            "-" if rate is None else f"{100 * rate:.1f}",
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    curve = report["training"]
+    train_line = ", ".join(f"{100 * (r['rollout/success'] or 0):.0f}" for r in curve)
+    command = f"python experiments/milestone_conditioned.py --work {args.work}" + (
+        f" --iterations {args.iterations}" if args.iterations else ""
+    )
+    ev = report["eval"]
+    return "\n".join(
+        [
+            "# Milestone-conditioned policy (4x4 Sudoku, tiny CPU profile)",
+            "",
+            f"Command: `{command}` ({report['threads']} torch thread). Config `{report['config']}`: start "
+            f"`checkpoints/sudoku4-sft`, {report['iterations']} RL iterations of {report['episodes_per_iteration']} "
+            f"episodes on levels {ev['levels']}, `rl.reward: subgoal` (1 on the turn that reaches the target "
+            "subgoal its prompt names, returns cut there). Evaluation: test split, "
+            f"{ev['limit']} tasks per level, n = {ev['n']} samples each. One seed. Wall time "
+            f"{report['wall_s'] / 60:.1f} min on the shared 2-core machine, loaded by other jobs "
+            f"({', '.join(f'{k} {v / 60:.1f} min' for k, v in report['timings_s'].items())}).",
+            "",
+            *lines,
+            "",
+            f"Training rollouts, success per iteration (%): {train_line}.",
+            "",
+            "![milestone-conditioned](milestone_conditioned.png)",
+            "",
+        ]
+    )
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    labels = list(report["table"])
+    a.bar(range(len(labels)), [100 * report["table"][k]["success"] for k in labels], color=["#999", "#69c", "#26a"])
+    a.set_xticks(range(len(labels)), [k.replace(", ", "\n") for k in labels], fontsize=8)
+    a.set_ylabel("test episodes solved (%)")
+    a.set_title("success before / after")
+    curve = report["training"]
+    its = [r["iteration"] for r in curve]
+    b.plot(its, [100 * (r["rollout/success"] or 0) for r in curve], marker="o", label="success (%)")
+    b.plot(its, [r["rollout/subgoals"] or 0 for r in curve], marker="s", label="subgoals / episode")
+    b.set_xlabel("iteration")
+    b.set_title("training rollouts")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
