@@ -23,11 +23,12 @@ class AgentConfig:
     max_new_tokens: int = 64
     """response tokens per turn at most"""
     agent_kind: str = "plain"
-    """plain | sgo (prompts carry the programmatic plan and progress; answers begin with a PROGRESS line)"""
+    """plain | sgo (prompts carry the programmatic plan and progress; answers begin with a PROGRESS line) |
+    subgoal (prompts name one target, the milestone tracker's current subgoal; for ``rl.reward: subgoal``)"""
 
     def __post_init__(self) -> None:
-        if self.agent_kind not in ("plain", "sgo"):
-            raise ValueError(f"agent.agent_kind: {self.agent_kind!r} is not one of plain, sgo")
+        if self.agent_kind not in ("plain", "sgo", "subgoal"):
+            raise ValueError(f"agent.agent_kind: {self.agent_kind!r} is not one of plain, sgo, subgoal")
         if self.memory_k < 0:
             raise ValueError(f"agent.memory_k: must be >= 0, got {self.memory_k}")
         if self.temperature <= 0:
@@ -86,8 +87,10 @@ class RLConfig:
     is_truncate: bool = True
     is_mask: bool = True
     reward: str = "outcome"
-    """trajectory reward r_t: outcome (sparse), milestone (outcome + milestone term) or guide (the framework
-    guide's milestone reward generator, ``rl.milestone_reward``)"""
+    """trajectory reward r_t: outcome (sparse), milestone (outcome + milestone term), guide (the framework
+    guide's milestone reward generator, ``rl.milestone_reward``) or subgoal (milestone-conditioned: 1 on the
+    turn that reaches the target subgoal the prompt names, segment returns ending there; needs
+    ``agent.agent_kind: subgoal``)"""
     milestone_reward: MilestoneRewardConfig = field(default_factory=MilestoneRewardConfig)
     curriculum: list[Phase] = field(default_factory=list)
     """horizon curriculum; empty = train on ``data.levels`` throughout"""
@@ -340,6 +343,13 @@ class TrainConfig:
             raise ValueError(f"threads: must be >= 1, got {self.threads}")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every: must be >= 1, got {self.checkpoint_every}")
+        if self.rl.reward == "subgoal":
+            if self.agent.agent_kind != "subgoal":
+                raise ValueError("rl.reward subgoal: pays the target the prompt names; set agent.agent_kind subgoal")
+            if self.rl.subgoal_decomposition:
+                raise ValueError("rl.subgoal_decomposition: rl.reward subgoal already ends segments at the targets")
+            if self.mira.enabled:
+                raise ValueError("mira.enabled: MiRA's advantages ignore the segment ends rl.reward subgoal needs")
         if self.mira.enabled and self.rl.subgoal_decomposition:
             raise ValueError(
                 "mira.enabled: MiRA's advantages replace subgoal-segmented returns; set rl.subgoal_decomposition false"

@@ -31,6 +31,7 @@ from milepost.distributed.fsdp import setup as fsdp_setup
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import append_jsonl, atomic_write_text, read_jsonl
 from milepost.progress import progress_bar
+from milepost.rewards.milestone import segment_ends
 from milepost.rollout import RolloutSource, make_rollout_source, special_ids
 from milepost.training.checkpoint import (
     latest_checkpoint,
@@ -82,11 +83,10 @@ def episode_rewards(ep: Episode, cfg: TrainConfig) -> tuple[torch.Tensor, torch.
     """(trajectory rewards r_t, step rewards r_step_t, segment cuts) of one episode, shape (T,) each.
 
     r_t is ``rl.reward`` (the outcome by default), plus the weighted milestone term under subgoal
-    decomposition (whose cuts end a segment at each turn that completed a subgoal);
-    r_step_t = r_format_t + r_valid_t.
+    decomposition (whose cuts end a segment at each turn that completed a subgoal; with ``rl.reward: subgoal``
+    at each turn that reached its target); r_step_t = r_format_t + r_valid_t.
     """
-    decomp = cfg.rl.subgoal_decomposition
-    cuts = torch.tensor([decomp and bool(t.new_subgoals) for t in ep.turns])
+    cuts = segment_ends(ep, cfg.rl.reward, cfg.rl.subgoal_decomposition)
     return trajectory_rewards(ep, cfg), step_rewards(ep), cuts
 
 
