@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from milepost.integrations.verl.turns import place_turn_rewards, read_turn_rewards, token_advantages, turn_spans
+from milepost.training.config import TrainConfig
 from milepost.training.returns import advantages
 
 needs_verl = pytest.mark.skipif(
@@ -171,7 +172,7 @@ def test_one_oracle_episode_token_in_token_out(tiny_model_dir: Path) -> None:
         assert prompt_ids == sequence[: len(out.prompt_ids) + start]
         assert out.response_ids[start : end + 1] == ids
         assert out.response_logprobs[start : end + 1] == pytest.approx(logprobs)
-        assert params["max_tokens"] == 256 and params["temperature"] == 1.0
+        assert params["max_tokens"] == TrainConfig().agent.max_new_tokens and params["temperature"] == 1.0
     observations = [i for i, m in enumerate(out.response_mask) if m == 0]
     assert observations and all(out.response_logprobs[i] == 0.0 for i in observations)
     assert "Current observation:" in _decode(tiny_model_dir, [out.response_ids[i] for i in observations])
