@@ -85,7 +85,7 @@ def _quiet_libraries() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in {"eval", "sft", "train", "demo", "serve", "tiny"}:
+    if args.command in {"eval", "sft", "train", "demo", "serve", "tiny", "horizon"}:
         _quiet_libraries()
     try:
         configure_logging(args.log_level)

@@ -187,9 +187,14 @@ def _fmt(x: float | None, digits: int = 1) -> str:
 def _horizon_cell(fit: dict[str, Any], model: str, key: str) -> str:
     value = fit[model]["horizons"][key]
     lo, hi = fit[model]["intervals"].get(key, [None, None])
-    top = fit["distance_range"][1]
-    note = "" if value is None or value <= top else " (extrapolated)"
-    return f"{_fmt(value)} [{_fmt(lo)}, {_fmt(hi)}]{note}"
+    bottom, top = fit["distance_range"]
+
+    def cell(x: float | None) -> str:
+        # Far outside the suite the fitted number means little: say so rather than print a million steps.
+        return f">{10 * top}" if x is not None and math.isfinite(x) and x > 10 * top else _fmt(x)
+
+    inside = value is None or bottom <= value <= top
+    return f"{cell(value)} [{cell(lo)}, {cell(hi)}]" + ("" if inside else " (extrapolated)")
 
 
 def render_horizon(result: dict[str, Any], plot: str | None) -> str:
@@ -222,6 +227,12 @@ def render_horizon(result: dict[str, Any], plot: str | None) -> str:
             f"| {fit['comparison']['preferred_by_aic']} |"
         )
     pooled = result["fits"][ALL]["comparison"]
+    if len(result["fits"]) > 2:
+        lines += [
+            "",
+            "The `all` row fits one curve through every environment; where the per-environment rows disagree "
+            "(a policy strong on one environment and lost on another), read those rows.",
+        ]
     lines += [
         "",
         "Model comparison (all tasks): "
