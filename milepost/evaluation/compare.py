@@ -2,8 +2,10 @@
 
 A run folder is an evaluation folder (``metrics.json``), or a training run (``config.yaml`` and
 ``metrics.jsonl``) whose evaluation, when it has one, lives in ``eval/metrics.json``. Training logs contribute
-learning curves (RL: rollout success per iteration; SFT: loss per step), so training runs without an
-evaluation are compared by their curves, with a note saying how to evaluate them.
+learning curves (RL: rollout success per iteration; SFT: loss per step) to a table, and every logged concern
+(success, reward, loss, importance weights, answer length, max-length share, critic quality, periodic
+evaluations) to ``training.png``, the runs side by side in each panel; so training runs without an evaluation
+are compared by their curves, with a note saying how to evaluate them.
 
 Runs of different environments, board sizes or level sets are still put side by side, with a warning in the
 report (and in ``Comparison.warnings`` for the command line).
@@ -20,7 +22,6 @@ from typing import Any, NamedTuple
 
 from milepost.errors import InputError
 from milepost.evaluation.metrics import Estimate, LevelMetrics
-from milepost.io import read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class Curve(NamedTuple):
 
 
 CURVES = (
-    Curve("rollout/success", "iteration", "training.png", "rollout success (%)", True, True),
+    Curve("rollout/success", "iteration", "success.png", "rollout success (%)", True, True),
     # The horizon paper's collapse signal (section 4.1): the share of answers cut at max_new_tokens rises
     # sharply when training collapses.
     Curve("rollout/max_length", "iteration", "max_length.png", "answers cut at max_new_tokens (%)", True, False),
@@ -56,6 +57,7 @@ class Run:
     meta: dict[str, Any] = field(default_factory=dict)
     levels: list[LevelMetrics] | None = None  # None: no evaluation
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # metric -> (x, y), raw
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the training log (plots.training_rows)
     config: dict[str, Any] = field(default_factory=dict)  # a training run's config.yaml
 
     @property
@@ -118,11 +120,12 @@ def load_run(label: str, run: str | Path) -> Run:
     metrics = find_metrics(folder)
     if metrics is not None:
         out.meta, out.levels = load_levels(metrics)
-    log_file = folder / "metrics.jsonl"
-    if log_file.is_file():
-        rows = list(read_jsonl(log_file))
+    if (folder / "metrics.jsonl").is_file():
+        from milepost.evaluation.plots import training_rows
+
+        out.rows = training_rows(folder)
         for key, x_key, *_ in CURVES:
-            points = [(int(r[x_key]), float(r[key])) for r in rows if x_key in r and key in r]
+            points = [(int(r[x_key]), float(r[key])) for r in out.rows if x_key in r and r.get(key) is not None]
             if points:
                 out.curves[key] = points
     config = folder / "config.yaml"
@@ -131,7 +134,7 @@ def load_run(label: str, run: str | Path) -> Run:
 
         loaded = yaml.safe_load(config.read_text(encoding="utf-8"))
         out.config = loaded if isinstance(loaded, dict) else {}
-    if out.levels is None and not out.curves:
+    if out.levels is None and not out.rows:
         raise InputError(
             f"{folder}: nothing to compare: no evaluation (metrics.json, eval/metrics.json) and no training log "
             "(metrics.jsonl)"
@@ -279,8 +282,9 @@ def compare(
         parts += [comparison_table([(r.label, r.levels or []) for r in evaluated], ks, reference)]
         plots.append(("comparison.png", "comparison"))
     parts += [f"- {n}" for n in notes] + ([""] if notes else [])
-    if any(r.curves for r in loaded):
+    if any(r.rows for r in loaded):
         parts += ["### Training curves (5-point running mean)", "", training_table(loaded)]
+        plots.append(("training.png", "training curves side by side"))
         plots += [(c.file, "training curves") for c in CURVES if any(c.key in r.curves for r in loaded)]
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / "comparison.md"
@@ -301,13 +305,16 @@ def compare(
 
 
 def _plots(out_dir: Path, evaluated: Sequence[Run], loaded: Sequence[Run]) -> list[Path]:
-    from milepost.evaluation.plots import plot_success_vs_distance
+    from milepost.evaluation.plots import plot_success_vs_distance, plot_training
 
     files = []
     if evaluated:
         no_dots: dict[int, tuple[int, int]] = {}
         series = {r.label: (r.levels or [], no_dots) for r in evaluated}
         files.append(plot_success_vs_distance(out_dir / "comparison.png", series, "success against goal distance"))
+    logs = {r.label: r.rows for r in loaded if r.rows}
+    if logs and plot_training(out_dir / "training.png", logs, "training runs side by side", SMOOTH):
+        files.append(out_dir / "training.png")
     for c in CURVES:
         curves = {r.label: smooth(r.curves[c.key], SMOOTH) for r in loaded if c.key in r.curves}
         if curves:

@@ -1,9 +1,13 @@
-"""PNG plots of evaluation results (matplotlib, Agg backend: no display needed)."""
+"""PNG plots of evaluation results and training logs (matplotlib, Agg backend: no display needed)."""
 
 from __future__ import annotations
 
+import fnmatch
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from milepost.evaluation.metrics import LevelMetrics
 
@@ -50,3 +54,148 @@ def plot_success_vs_distance(
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of ``training.png``: a title, the metrics drawn in it (``fnmatch`` patterns, e.g.
+    ``eval/*/avg``, with their legend labels), whether the values are shares drawn as percent, and whether a
+    running mean is drawn (not for sparse points such as periodic evaluations: those are drawn as markers)."""
+
+    title: str
+    series: tuple[tuple[str, str], ...]
+    percent: bool = False
+    smooth: bool = True
+
+
+TRAINING_PANELS = (
+    Panel("rollout success (%)", (("rollout/success", "success"),), percent=True),
+    Panel("episode reward", (("rollout/reward", "reward"),)),
+    Panel("loss", (("train/loss", "RL loss"), ("train/sft_loss", "SFT loss"))),
+    Panel(
+        "importance weights",
+        (
+            ("train/mean_weight", "mean weight"),
+            ("train/onpolicy_rho", "on-policy rho"),
+            ("train/masked_frac", "masked"),
+        ),
+    ),
+    Panel("answer length (tokens)", (("rollout/completion_tokens", "tokens per answer"),)),
+    # The horizon paper's collapse signal: the share of answers cut at max_new_tokens.
+    Panel("answers cut at max_new_tokens (%)", (("rollout/max_length", "max-length ratio"),), percent=True),
+    Panel(
+        "critic quality (MiRA)",
+        (
+            ("critic/value_auroc", "V AUROC"),
+            ("critic/completion_tau", "completion tau"),
+            ("critic/potential_mse", "P MSE"),
+        ),
+    ),
+    Panel("evaluation success (%)", (("eval/*/avg", "{}"),), percent=True, smooth=False),
+    Panel("learning rate", (("train/lr", "lr"),)),
+    Panel("gradient norm", (("train/grad_norm", "grad norm"),)),
+)
+"""What ``training.png`` shows, in order; a panel none of the runs logged is left out."""
+
+
+def _panel_series(panel: Panel, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """Legend label -> (step, value) points of the panel's metrics in ``rows`` (NaN stored as null: skipped)."""
+    from milepost.tracking import step_of
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for pattern, label in panel.series:
+        keys = sorted({k for r in rows for k in r if fnmatch.fnmatchcase(k, pattern)})
+        for key in keys:
+            name = label.format(key.split("/")[1]) if "{}" in label else label
+            points = [
+                (step_of(r), float(r[key]))
+                for r in rows
+                if isinstance(r.get(key), int | float) and math.isfinite(r[key])
+            ]
+            if points:
+                out[name] = points
+    return out
+
+
+def plot_training(
+    path: str | Path, runs: Mapping[str, Sequence[Mapping[str, Any]]], title: str, window: int = 5
+) -> list[str]:
+    """Training curves of one or more runs, one panel per concern (``TRAINING_PANELS``); returns the panel
+    titles drawn (none: nothing is written).
+
+    One run: each metric raw (thin) and as a ``window``-point running mean. Several runs (``milepost compare``):
+    the running means, one colour per run and one line style per metric. MiRA's critic warm-up rows
+    (``phase: warmup``) come before the first update and are left out.
+
+    Args:
+        runs: label -> rows of the run's ``metrics.jsonl`` (and its periodic evaluations as ``eval/...``).
+    """
+    from milepost.evaluation.compare import smooth
+
+    logged = {label: [r for r in rows if r.get("phase") != "warmup"] for label, rows in runs.items()}
+    drawn = []
+    for panel in TRAINING_PANELS:
+        series = {label: _panel_series(panel, rows) for label, rows in logged.items()}
+        if any(series.values()):
+            drawn.append((panel, series))
+    if not drawn:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(drawn))
+    nrows = math.ceil(len(drawn) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.1 * nrows), squeeze=False)
+    x_keys = {"iteration" if "iteration" in r else "step" for rows in logged.values() for r in rows[:1]}
+    single = len(logged) == 1
+    for ax, (panel, series) in zip(axes.flat, drawn):
+        scale = 100.0 if panel.percent else 1.0
+        for i, (run, by_metric) in enumerate(series.items()):
+            for j, (metric, points) in enumerate(by_metric.items()):
+                color, style = (f"C{j}", "-") if single else (f"C{i}", ("-", "--", ":", "-.")[j % 4])
+                label = metric if single else (f"{run}: {metric}" if len(by_metric) > 1 else run)
+                if not panel.smooth:
+                    xs, ys = zip(*points)
+                    ax.plot(xs, [scale * y for y in ys], color=color, linestyle=style, marker="o", label=label)
+                    continue
+                if single:
+                    xs, ys = zip(*points)
+                    ax.plot(xs, [scale * y for y in ys], color=color, linewidth=0.8, alpha=0.35)
+                xs, ys = zip(*smooth(points, window))
+                ax.plot(xs, [scale * y for y in ys], color=color, linestyle=style, linewidth=1.6, label=label)
+        ax.set_title(panel.title, fontsize=10)
+        ax.set_xlabel(" / ".join(sorted(x_keys)), fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(drawn) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{title} (thick: {window}-point running mean)", fontsize=11)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return [panel.title for panel, _ in drawn]
+
+
+def training_rows(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A training run's ``metrics.jsonl`` rows, plus one row per periodic evaluation (``eval.jsonl``) with its
+    per-level results as ``eval/LEVEL/...`` (the names the trackers use)."""
+    from milepost.io import read_jsonl
+    from milepost.tracking import eval_scalars
+
+    folder = Path(run_dir)
+    rows = list(read_jsonl(folder / "metrics.jsonl")) if (folder / "metrics.jsonl").is_file() else []
+    if (folder / "eval.jsonl").is_file():
+        rows += [{"iteration": r["iteration"], **eval_scalars(r["levels"])} for r in read_jsonl(folder / "eval.jsonl")]
+    return rows
+
+
+def plot_training_log(run_dir: str | Path) -> Path | None:
+    """Draw ``RUN/training.png`` from the run's own logs (None: nothing to draw)."""
+    folder = Path(run_dir)
+    out = folder / "training.png"
+    return out if plot_training(out, {folder.name: training_rows(folder)}, f"training: {folder.name}") else None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from milepost.config import EnvConfig
 from milepost.rewards.milestone import TRAJECTORY_REWARDS, MilestoneRewardConfig
+from milepost.tracking import LoggingConfig
 
 
 @dataclass
@@ -328,6 +329,8 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     mira: MiRAConfig = field(default_factory=MiRAConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """metrics.jsonl, plus the experiment trackers of ``logging.backends`` (tensorboard, wandb, mlflow)"""
     seed: int = 0
     threads: int = 2
     """torch CPU threads"""

@@ -38,8 +38,9 @@ from milepost.backends.scripted import ScriptedPolicy
 from milepost.config import to_yaml
 from milepost.datasets import load_tasks
 from milepost.errors import InputError
-from milepost.io import append_jsonl, atomic_write_json, read_jsonl
+from milepost.io import atomic_write_json, read_jsonl
 from milepost.progress import progress_bar
+from milepost.tracking import Tracker
 from milepost.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
@@ -283,6 +284,7 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         tasks = select_tasks(cfg, "train")
         run_dir.mkdir(parents=True, exist_ok=True)
         write_run_config(run_dir, config_yaml, resume=resume)
+        tracker = Tracker(cfg, run_dir)  # metrics.jsonl + logging.backends; checked before training
         ckpt = latest_checkpoint(run_dir) if resume else None
         model, tokenizer = (
             load_model(ckpt, *resolve_device_dtype(cfg.device, "float32")) if ckpt else load_policy(cfg, run_dir)
@@ -348,8 +350,7 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         tokens += sum(len(e.prompt_ids) + len(e.completion_ids) for e in batch)
         elapsed = time.perf_counter() - t0
         bar.set_postfix(loss=f"{loss.item():.3f}")
-        append_jsonl(
-            run_dir / "metrics.jsonl",
+        tracker.log(
             {
                 "step": step + 1,
                 "train/sft_loss": loss.item(),
@@ -362,6 +363,7 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < total_steps:
             save_checkpoint(run_dir, step + 1, model, tokenizer, optimizer, scheduler, config_yaml)
     bar.close()
+    tracker.close()  # and RUN/training.png
     model.eval()
     final = run_dir / "final"
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):

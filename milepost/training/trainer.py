@@ -33,6 +33,7 @@ from milepost.io import append_jsonl, atomic_write_text, read_jsonl
 from milepost.progress import progress_bar
 from milepost.rewards.milestone import segment_ends
 from milepost.rollout import RolloutSource, make_rollout_source, special_ids
+from milepost.tracking import Tracker
 from milepost.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint_state,
@@ -242,6 +243,7 @@ def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
     nt = max(len(turns), 1)
     return {
         "rollout/success": sum(ep.success for ep in episodes) / n,
+        "rollout/reward": sum(t.reward for t in turns) / n,  # the environment's reward per episode
         "rollout/turns": len(turns) / n,
         "rollout/format_errors": sum(t.reward_terms["format"] < 0 for t in turns) / nt,
         "rollout/invalid_actions": sum(t.reward_terms["valid"] < 0 for t in turns) / nt,
@@ -337,6 +339,7 @@ def train_rl(
             pool_of(phase)  # every phase's tasks exist before anything is written
         run_dir.mkdir(parents=True, exist_ok=True)
         write_run_config(run_dir, config_yaml, resume=resume)
+        tracker = Tracker(cfg, run_dir, enabled=main)  # metrics.jsonl + logging.backends; checked before training
         ckpt = latest_checkpoint(run_dir) if resume else None
         with fsdp.main_first() if fsdp is not None else contextlib.nullcontext():  # FSDP hook: rank 0 builds tiny:
             if ckpt is not None:
@@ -398,10 +401,7 @@ def train_rl(
             crit = mira.samples(model, usable)
             warm = mira.quality(usable, crit)
             warm |= mira.fit(crit, rng)
-            append_jsonl(
-                run_dir / "metrics.jsonl",
-                {"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm},
-            )
+            tracker.log({"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm})
 
     bar = progress_bar(
         range(start, cfg.rl.iterations),
@@ -464,7 +464,7 @@ def train_rl(
             "perf/sync_s": sync_s,
         }
         if main:
-            append_jsonl(run_dir / "metrics.jsonl", row)
+            tracker.log(row)
         bar.set_postfix(success=f"{row['rollout/success']:.2f}", masked=f"{upd.get('masked_frac', 0):.2f}")
         if done % cfg.checkpoint_every == 0 or done == cfg.rl.iterations or done == stop_after:
             extra_state = None
@@ -486,11 +486,14 @@ def train_rl(
             if main:
                 result = evaluate_policy(cfg, source.backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
                 append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"]})
+                tracker.log_eval(done, result["levels"])
         if stop_after is not None and done >= stop_after:
             bar.close()
+            tracker.close()
             source.close()
             return run_dir
     bar.close()
+    tracker.close()  # and RUN/training.png
     source.close()
     final = run_dir / "final"
     if fsdp is not None:  # FSDP hook: the gathered model, written by rank 0
