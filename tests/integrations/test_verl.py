@@ -114,7 +114,9 @@ class ScriptedServerManager:
         return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed")
 
 
-def _play(tiny_model_dir: Path, policy: Any, task: Any, response_length: int = 2048) -> tuple[Any, Any]:
+def _play(
+    tiny_model_dir: Path, policy: Any, task: Any, response_length: int = 2048, extra_info: Any = None
+) -> tuple[Any, Any]:
     from omegaconf import OmegaConf
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
@@ -139,7 +141,8 @@ def _play(tiny_model_dir: Path, policy: Any, task: Any, response_length: int = 2
             dataset_cls=None,
             data_config=DictConfigWrap(OmegaConf.create({})),
         )
-        return await loop.run({"temperature": 1.0}, extra_info={"task": task.to_dict()}, session_id=0)
+        info = extra_info if extra_info is not None else {"task": task.to_dict()}
+        return await loop.run({"temperature": 1.0}, extra_info=info, session_id=0)
 
     return asyncio.run(episode()), server
 
@@ -219,3 +222,48 @@ def test_format_errors_become_step_rewards_and_the_estimator_equals_milepost(tin
             assert adv[i, start : end + 1].tolist() == pytest.approx([value] * (end + 1 - start))
     assert torch.equal(adv, returns) and adv[mask == 0].abs().sum().item() == 0.0
     assert adv.abs().sum().item() > 0
+
+
+@needs_verl
+def test_a_long_episode_stops_inside_the_response_budget(tiny_model_dir: Path) -> None:
+    from milepost.backends.scripted import ScriptedPolicy
+
+    out, server = _play(tiny_model_dir, ScriptedPolicy("noisy-oracle", 0.0, "format"), _task(3), response_length=150)
+    assert (
+        out.extra_fields["milepost"]["termination"] == "context_overflow"
+        and not out.extra_fields["milepost"]["success"]
+    )
+    assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs) <= 150
+    spans = turn_spans(out.response_mask)
+    assert len(spans) == len(server.calls) >= 2 and spans[-1][1] + 1 < len(out.response_mask)
+    assert all(params["max_tokens"] <= 150 for _, _, _, params in server.calls)
+    _, step, _ = read_turn_rewards(out.as_dict()["rm_scores"], torch.tensor(out.response_mask))
+    assert (step < 0).all()  # every answer malformed: a format penalty on each turn
+
+
+@needs_verl
+def test_verl_reads_the_parquet_rows_and_the_loop_plays_them(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from milepost.backends.scripted import ScriptedPolicy
+    from milepost.cli.main import main
+    from milepost.datasets import load_tasks
+    from milepost.integrations.verl.data import main as data_main
+
+    argv = ["data", "sudoku", "--size", "4", "--levels", "S2-S3", "--train", "2", "--test", "1", "--seed", "0"]
+    assert main([*argv, "--out", str(tmp_path / "d"), "--no-progress"]) == 0
+    assert data_main([str(tmp_path / "d"), str(tmp_path / "v")]) == 0
+    assert data_main([str(tmp_path / "missing"), str(tmp_path / "w")]) == 2
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    files = [str(tmp_path / "v" / "train.parquet")]
+    dataset = RLHFDataset(data_files=files, tokenizer=tokenizer, config=OmegaConf.create({"max_prompt_length": 4096}))
+    tasks = load_tasks(tmp_path / "d", "train")
+    assert len(dataset) == len(tasks) == 4
+    row = dataset[0]
+    assert row["agent_name"] == "milepost_agent" and row["data_source"] == "milepost/sudoku"
+    out, _ = _play(tiny_model_dir, ScriptedPolicy("oracle"), tasks[0], extra_info=row["extra_info"])
+    assert out.extra_fields["milepost"]["task_id"] == tasks[0].task_id and out.reward_score == 1.0
+    first_prompt = tokenizer.apply_chat_template(list(row["raw_prompt"]), add_generation_prompt=True, tokenize=True)
+    assert out.prompt_ids == list(getattr(first_prompt, "input_ids", first_prompt))  # the row's prompt, re-rendered
