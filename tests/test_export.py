@@ -1,0 +1,131 @@
+"""``milepost export episodes``: chat conversations whose messages are exactly the prompts the model saw (the
+recorded prompt token ids are the tokenizer's rendering of them), and a flat parquet table that keeps every turn."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from milepost.cli.main import main
+from milepost.errors import InputError
+from milepost.export import export_episodes
+from milepost.io import read_jsonl
+from milepost.types import Episode
+
+SUDOKU = ["data", "sudoku", "--size", "4", "--levels", "S1-S2", "--train", "1", "--test", "2", "--no-progress"]
+
+
+def _eval(data: Path, out: Path, *extra: str) -> Path:
+    argv = ["eval", "--env", "sudoku", "--data", str(data), "--n", "1", "--k", "1", "--no-progress"]
+    assert main([*argv, "--out", str(out), *extra]) == 0
+    return out
+
+
+def _episodes(run: Path) -> list[Episode]:
+    return [Episode.from_dict(r) for r in read_jsonl(run / "episodes.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("data") / "sudoku4"
+    assert main([*SUDOKU, "--out", str(out)]) == 0
+    return out
+
+
+def test_chat_messages_render_to_the_recorded_prompt_ids(data: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+    from milepost.backends.base import GenerationRequest
+    from milepost.backends.hf import HFBackend
+
+    run = _eval(
+        data, tmp_path / "run", "--policy", f"hf:{tiny_model_dir}", "--max-steps", "3", "--max-new-tokens", "12"
+    )
+    file, count = export_episodes(run, "chat")
+    assert file == run / "episodes.chat.jsonl"
+    rows = list(read_jsonl(file))
+    turns = [turn for ep in _episodes(run) for turn in ep.turns]
+    assert count == len(rows) == len(turns) > 4
+    backend = HFBackend(str(tiny_model_dir), device="cpu")
+    for row, turn in zip(rows, turns):
+        messages = row["messages"]
+        assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+        assert messages[-1]["content"] == turn.text
+        # The prompt, rendered by the model's own chat template, is token for token the one it answered.
+        assert backend.encode(GenerationRequest(messages=messages[:-1])) == turn.prompt_ids == row["prompt_ids"]
+        assert row["completion_ids"] == turn.completion_ids and len(row["logprobs"]) == len(turn.completion_ids)
+        assert row["logprobs"] == turn.logprobs
+    later = [r for r in rows if r["turn"] > 0]
+    assert later and all("Recent turns:" in r["messages"][1]["content"] for r in later)  # the memory, as played
+
+
+def test_chat_replays_the_sgo_prompt_and_refuses_what_it_cannot_rebuild(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _eval(data, tmp_path / "sgo", "--policy", "oracle", "--agent", "sgo")
+    _, count = export_episodes(run, "chat")
+    rows = list(read_jsonl(run / "episodes.chat.jsonl"))
+    assert count == sum(len(ep.turns) for ep in _episodes(run)) == len(rows)
+    assert all("PROGRESS:" in r["messages"][0]["content"] for r in rows)  # the SGO answer format and plan
+    assert all(r["success"] and r["prompt_ids"] == [] and r["logprobs"] is None for r in rows)  # scripted
+
+    # The dataset moved: one line naming --data, and --data fixes it.
+    moved = tmp_path / "moved"
+    shutil.copytree(data, moved)
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "data": str(tmp_path / "gone")}))
+    assert main(["export", "episodes", str(run), "--format", "chat", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "is not there (pass --data DATASET)" in err and err.count("\n") == 1
+    assert main(["export", "episodes", str(run), "--format", "chat", "--data", str(moved), "--no-progress"]) == 0
+
+    # A record the replay does not reach is refused, not exported with made-up prompts.
+    lines = (run / "episodes.jsonl").read_text().splitlines()
+    episode = json.loads(lines[1])
+    episode["turns"][1]["observation"] = "tampered"
+    (run / "episodes.jsonl").write_text("\n".join([lines[0], json.dumps(episode), *lines[2:]]) + "\n")
+    with pytest.raises(InputError, match=r"episodes\.jsonl:2: turn 1: the replay's observation differs"):
+        export_episodes(run, "chat", tmp_path / "x.jsonl", data=moved)
+    (run / "run.json").unlink()
+    with pytest.raises(InputError, match=r"no run\.json"):
+        export_episodes(run, "chat", tmp_path / "x.jsonl")
+
+
+def test_parquet_table_has_one_typed_row_per_turn(data: Path, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    pq = pytest.importorskip("pyarrow.parquet", reason="the hf extra (pyarrow) is not installed")
+    run = _eval(data, tmp_path / "run", "--policy", "noisy-oracle:0.5", "--max-steps", "6")
+    episodes = _episodes(run)
+    # A training run keeps its evaluations as eval-NNNNNN folders: the table covers them all.
+    train = tmp_path / "train"
+    for name in ("eval-000002", "eval-000004"):
+        shutil.copytree(run, train / name)
+    file, count = export_episodes(train, "parquet")
+    assert file == train / "episodes.parquet"
+    table = pq.read_table(file)
+    turns = [(ep, turn) for ep in episodes for turn in ep.turns]
+    assert count == table.num_rows == 2 * len(turns)
+    schema = table.schema
+    assert schema.field("prompt_ids").type == pa.list_(pa.int64()) and schema.field("success").type == pa.bool_()
+    assert schema.field("logprobs").type == pa.list_(pa.float64())
+    rows: list[dict[str, Any]] = table.to_pylist()
+    assert [r["run"] for r in rows] == ["eval-000002"] * len(turns) + ["eval-000004"] * len(turns)
+    for row, (ep, turn) in zip(rows, turns):
+        assert (row["task_id"], row["sample"], row["turn"]) == (ep.task_id, ep.sample, turn.index)
+        assert row["text"] == turn.text and row["actions"] == turn.actions and row["error"] == turn.error
+        assert row["reward_valid"] == turn.reward_terms["valid"] and row["reward"] == turn.reward
+        assert row["remaining_distance"] == turn.remaining_distance and row["success"] == ep.success
+        assert json.loads(row["episode_meta"]) == ep.meta
+    assert any(r["reward_valid"] < 0 or r["reward_format"] < 0 for r in rows)  # the noisy turns are there too
+
+
+def test_bad_runs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "episodes", str(tmp_path), "--format", "parquet"]) == 2
+    err = capsys.readouterr().err
+    assert "no episodes.jsonl" in err and err.count("\n") == 1
+    (tmp_path / "episodes.jsonl").write_text('{"task_id": "x"}\n')
+    assert main(["export", "episodes", str(tmp_path), "--format", "chat"]) == 2
+    err = capsys.readouterr().err
+    assert "episodes.jsonl:1: Episode: missing field" in err and err.count("\n") == 1
