@@ -126,11 +126,14 @@ def summarise_horizon(
     """Fit pooled and per environment, tabulate success and failures by distance, write JSON, Markdown, PNG."""
     out = Path(out)
     env_of = {p["name"]: p["env"] for p in manifest["parts"]}
+    budget_of = {p["name"]: p["max_steps"] for p in manifest["parts"]}
+    part_of: dict[str, str] = {}
     outcomes: list[TaskOutcomes] = []
     failures: dict[str, Counter[str]] = defaultdict(Counter)
     infra = 0
     for part, eps in episodes.items():
         outcomes += task_outcomes(eps, env_of[part])
+        part_of.update((ep.task_id, part) for ep in eps)
         for ep in eps:
             if is_infra_failure(ep):
                 infra += 1
@@ -162,7 +165,15 @@ def summarise_horizon(
         "success_by_distance": success,
         "failures_by_band": {b: dict(failures[b]) for b in sorted(failures, key=_band_order)},
         "tasks": [
-            {"task_id": o.task_id, "env": o.env, "distance": o.distance, "successes": o.successes, "trials": o.trials}
+            {
+                "task_id": o.task_id,
+                "env": o.env,
+                "part": part_of[o.task_id],
+                "max_steps": budget_of[part_of[o.task_id]],
+                "distance": o.distance,
+                "successes": o.successes,
+                "trials": o.trials,
+            }
             for o in outcomes
         ],
         "left_out": {p["name"]: p["left_out"] for p in manifest["parts"] if p["left_out"]},

@@ -1,0 +1,239 @@
+"""Reference horizon scores: scripted baselines at several P and the shipped tiny model, plain and SGO agents.
+
+Every run is one ``milepost horizon`` command (run in this process through the CLI entry point); the script
+then compares them with ``milepost horizon compare``, checks the scripted runs against the closed form of their
+law, runs the bootstrap coverage simulation, and writes ``docs/results/horizon/``: the reference table
+(``README.md``, ``reference.json``, ``reference.png``), each run's ``horizon.{md,png,json}`` and the comparisons.
+
+* ``noisy-oracle:P:format`` for P in 0.9, 0.95, 0.98: success P(Binomial(H_max, P) >= d) in closed form;
+* ``hf:checkpoints/sudoku4-sft`` with its training settings (``--render hints --memory-k 0
+  --max-new-tokens 32``), on the ``tiny`` suite only (it was trained on 4x4 Sudoku);
+* each with ``--agent plain`` and ``--agent sgo``.
+
+Usage (one torch thread; the tiny suite takes minutes, ``--standard`` adds the scripted baselines on the
+standard suite)::
+
+    python experiments/horizon_reference.py --work runs/horizon-ref [--standard] [--datasets 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from milepost.cli.main import main as milepost
+from milepost.evaluation.horizon import CoverageScenario, law_horizon, simulate_coverage
+from milepost.evaluation.horizon_suite import build_suite, get_suite
+from milepost.io import atomic_write_json, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "results" / "horizon"
+PS = (0.9, 0.95, 0.98)
+AGENTS = ("plain", "sgo")
+MODEL = ("hf:checkpoints/sudoku4-sft", ["--render", "hints", "--memory-k", "0", "--max-new-tokens", "32"])
+
+
+def runs_for(suite: str) -> list[tuple[str, str, list[str]]]:
+    """(name, policy, extra flags) of the suite's runs."""
+    out = [(f"noisy-{p:g}", f"noisy-oracle:{p:g}:format", []) for p in PS]
+    if suite == "tiny":
+        out.append(("sudoku4-sft", MODEL[0], MODEL[1]))
+    return out
+
+
+def play(suite: str, work: Path, boot: int) -> dict[str, dict[str, Any]]:
+    cache = work / "suites" / suite
+    build_suite(get_suite(suite), cache)
+    results: dict[str, dict[str, Any]] = {}
+    for name, policy, extra in runs_for(suite):
+        for agent in AGENTS:
+            out = work / suite / f"{name}-{agent}"
+            if not (out / "suite").exists():
+                shutil.copytree(cache, out / "suite")  # the same generated suite (checked against its hash)
+            start = time.time()
+            argv = ["horizon", "--policy", policy, "--suite", suite, "--agent", agent, "--out", str(out)]
+            code = milepost([*argv, *extra, "--boot", str(boot), "--no-progress"])
+            if code != 0:
+                raise SystemExit(f"{' '.join(argv)} exited {code}")
+            result = json.loads((out / "horizon.json").read_text(encoding="utf-8"))
+            result["wall_s"] = round(time.time() - start, 1)
+            result["command"] = "milepost " + " ".join([*argv, *extra])
+            results[f"{name}-{agent}"] = result
+            target = DOCS / suite / f"{name}-{agent}"
+            target.mkdir(parents=True, exist_ok=True)
+            for file in ("horizon.md", "horizon.png", "horizon.json"):
+                shutil.copy(out / file, target / file)
+    compare(suite, work, results)
+    return results
+
+
+def compare(suite: str, work: Path, results: dict[str, dict[str, Any]]) -> None:
+    names = sorted({k.rsplit("-", 1)[0] for k in results})
+    for agent in AGENTS:
+        runs = [str(work / suite / f"{n}-{agent}") for n in names]
+        milepost(
+            ["horizon", "compare", *runs, "--labels", ",".join(names), "--out", str(DOCS / suite / f"compare-{agent}")]
+        )
+    for name in names:
+        runs = [str(work / suite / f"{name}-{agent}") for agent in AGENTS]
+        labels = ",".join(f"{name} {agent}" for agent in AGENTS)
+        milepost(["horizon", "compare", *runs, "--labels", labels, "--out", str(DOCS / suite / f"sgo-vs-plain-{name}")])
+
+
+def law_check(result: dict[str, Any], p: float) -> dict[str, float]:
+    """The law's population horizon (the logistic fit to P(Binomial(H, P) >= d) at the played tasks, each with its
+    part's budget H, weighted by the episodes played) beside the fitted one, pooled and per environment."""
+    out = {}
+    for env in ["all", *sorted({t["env"] for t in result["tasks"]})]:
+        chosen = [t for t in result["tasks"] if env in ("all", t["env"])]
+        out[env] = law_horizon(
+            [(t["distance"], t["max_steps"]) for t in chosen], p, weights=[t["trials"] for t in chosen]
+        )
+    return out
+
+
+def _cell(fit: dict[str, Any], model: str, key: str) -> str:
+    def f(x: float | None) -> str:
+        return "beyond" if x is None else f"{x:.1f}"
+
+    value = fit[model]["horizons"][key]
+    lo, hi = fit[model]["intervals"][key]
+    return f"{f(value)} [{f(lo)}, {f(hi)}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", default="runs/horizon-ref")
+    parser.add_argument("--standard", action="store_true", help="also the scripted baselines on the standard suite")
+    parser.add_argument("--only-standard", action="store_true", help="only the standard suite (tiny already done)")
+    parser.add_argument("--boot", type=int, default=1000)
+    parser.add_argument("--datasets", type=int, default=200, help="simulated suites per coverage scenario")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    work = Path(args.work)
+    suites = (["tiny"] if not args.only_standard else []) + (
+        ["standard"] if args.standard or args.only_standard else []
+    )
+    reference = json.loads((DOCS / "reference.json").read_text()) if (DOCS / "reference.json").exists() else {}
+    reference.setdefault("runs", {})
+    for suite in suites:
+        results = play(suite, work, args.boot)
+        for key, result in results.items():
+            row: dict[str, Any] = {
+                "suite": f"{suite} v{result['suite']['version']}",
+                "hash": result["suite"]["hash"],
+                "policy": result["meta"]["policy"],
+                "agent": result["meta"]["agent"],
+                "fits": {env: fit for env, fit in result["fits"].items()},
+                "wall_s": result["wall_s"],
+                "command": result["command"],
+                "left_out": result["suite"]["left_out"],
+            }
+            if result["meta"]["policy"].startswith("noisy-oracle"):
+                row["law_h50"] = law_check(result, float(result["meta"]["policy"].split(":")[1]))
+            reference["runs"][f"{suite}/{key}"] = row
+    if args.datasets:
+        coverage = {}
+        for name, scenario in (
+            ("logistic with task effects (sigma 0.75), 40 tasks x 4 samples", CoverageScenario()),
+            ("binomial law H 30, P 0.6, 40 tasks x 4 samples", CoverageScenario(kind="law")),
+        ):
+            start = time.time()
+            coverage[name] = simulate_coverage(scenario, datasets=args.datasets, boot=500, seed=0)
+            coverage[name]["wall_s"] = round(time.time() - start, 1)
+        reference["coverage"] = coverage
+    DOCS.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(DOCS / "reference.json", reference)
+    write_readme(reference)
+
+
+def write_readme(reference: dict[str, Any]) -> None:
+    lines = [
+        "# Horizon scores: reference results",
+        "",
+        "Produced by `python experiments/horizon_reference.py` (each row one `milepost horizon` command, listed in "
+        "`reference.json`). Horizons in atomic steps of goal distance, logistic fit in log d with 95% hierarchical "
+        "bootstrap intervals (1000 resamples); `beyond`: success never falls to the level (infinite). For the "
+        "scripted `noisy-oracle:P:format` rows the last column is the horizon of its closed-form law "
+        "P(Binomial(H_max, P) >= d) at the same tasks.",
+        "",
+        "| suite | policy | agent | env | success | 50% horizon | 80% horizon | 50% horizon (q^d) | AIC prefers "
+        "| law 50% horizon |",
+        "|---|---|---|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for _, row in reference["runs"].items():
+        for env, fit in row["fits"].items():
+            rate = 100 * fit["successes"] / max(fit["episodes"], 1)
+            law = row.get("law_h50", {}).get(env)
+            law_text = "" if law is None else ("beyond" if law != law or law == float("inf") else f"{law:.1f}")
+            lines.append(
+                f"| {row['suite']} | `{row['policy']}` | {row['agent']} | {env} | {rate:.1f}% "
+                f"| {_cell(fit, 'logistic', 'h50')} | {_cell(fit, 'logistic', 'h80')} "
+                f"| {_cell(fit, 'reliability', 'h50')} | {fit['comparison']['preferred_by_aic']} | {law_text} |"
+            )
+    lines += ["", "![reference](reference.png)", ""]
+    if "coverage" in reference:
+        lines += [
+            "## Coverage of the bootstrap intervals (simulation)",
+            "",
+            "`simulate_coverage` in `milepost/evaluation/horizon.py`: simulated suites with a known population "
+            "horizon, each estimated with 500 hierarchical bootstrap resamples; the share of suites whose interval "
+            "holds the truth.",
+            "",
+            "| scenario | suites | truth h50 | truth h80 | 90% CI covers h50 | 95% CI covers h50 | 90% CI covers h80 "
+            "| 95% CI covers h80 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, cov in reference["coverage"].items():
+            c = cov["coverage"]
+            lines.append(
+                f"| {name} | {cov['datasets']} | {cov['truth']['h50']:.2f} | {cov['truth']['h80']:.2f} "
+                f"| {100 * c['h50']['0.9']:.1f}% | {100 * c['h50']['0.95']:.1f}% | {100 * c['h80']['0.9']:.1f}% "
+                f"| {100 * c['h80']['0.95']:.1f}% |"
+            )
+        lines.append("")
+    lines += [
+        "Comparisons: `tiny/compare-plain`, `tiny/compare-sgo` (all policies, one agent) and "
+        "`tiny/sgo-vs-plain-*` (one policy, both agents); the same under `standard/` when it was run.",
+        "",
+    ]
+    atomic_write_text(DOCS / "README.md", "\n".join(lines))
+    plot(reference)
+
+
+def plot(reference: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(k, r) for k, r in reference["runs"].items()]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+    for i, (_, row) in enumerate(rows):
+        fit = row["fits"]["all"]
+        h = fit["logistic"]["horizons"]["h50"]
+        lo, hi = fit["logistic"]["intervals"]["h50"]
+        top = fit["distance_range"][1] * 3
+        h_, lo_, hi_ = (top if x is None else min(x, top) for x in (h, lo, hi))
+        color = "C1" if row["agent"] == "sgo" else "C0"
+        ax.errorbar([h_], [i], xerr=[[h_ - lo_], [hi_ - h_]], fmt="o", color=color)
+        law = row.get("law_h50", {}).get("all")
+        if law is not None:
+            ax.plot([law], [i], "kx")
+    ax.set_yticks(range(len(rows)), [k for k, _ in rows], fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("50% horizon (atomic steps; x: the closed-form law; capped at 3x the suite's longest task)")
+    ax.set_title("reference horizons (blue plain, orange SGO; 95% intervals)")
+    fig.tight_layout()
+    fig.savefig(DOCS / "reference.png", dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
