@@ -178,7 +178,13 @@ def test_one_oracle_episode_token_in_token_out(tiny_model_dir: Path) -> None:
         assert params["max_tokens"] == TrainConfig().agent.max_new_tokens and params["temperature"] == 1.0
     observations = [i for i, m in enumerate(out.response_mask) if m == 0]
     assert observations and all(out.response_logprobs[i] == 0.0 for i in observations)
-    assert "Current observation:" in _decode(tiny_model_dir, [out.response_ids[i] for i in observations])
+    gaps = [
+        (end + 1, (spans[k + 1][0] if k + 1 < len(spans) else len(out.response_ids)))
+        for k, (_, end) in enumerate(spans)
+    ]
+    for first, stop in gaps:  # each observation is the user message only: the answer is not rendered again
+        text = _decode(tiny_model_dir, out.response_ids[first:stop])
+        assert "Current observation:" in text and "ACTION" not in text and "REASON" not in text
     assert out.response_mask[-1] == 0  # the final observation follows the last turn: the step reward's token
     stored = out.as_dict()
     traj, step, _ = read_turn_rewards(stored["rm_scores"], stored["response_mask"])

@@ -139,8 +139,9 @@ class MilepostAgentLoop(AgentLoopBase):
                 )
             )
             # The observation follows every turn, the last one too: the step reward's token (turns.py).
-            previous = list(messages)
+            # The answer is already in the token stream (the model's own ids): only the user message is new.
             messages = [*messages, {"role": "assistant", "content": text}]
+            previous = list(messages)
             messages.append(observation_message(goal, obs, info["error"]))
             merged, mask, merged_logprobs = await self.ct_merge_context_msg(
                 previous, messages, runtime_ids, mask, logprobs
