@@ -267,12 +267,12 @@ def render_horizon(result: dict[str, Any], plot: str | None) -> str:
         "",
         "## Where it breaks: failure taxonomy by distance band (episodes)",
         "",
-        "| distance band | episodes | success | " + " | ".join(kinds) + " |",
+        "| " + " | ".join(["distance band", "episodes", "success", *kinds]) + " |",
         "|---|---:|---:|" + "---:|" * len(kinds),
     ]
     for band, row in result["failures_by_band"].items():
-        cells = " | ".join(str(row.get(k, 0)) for k in kinds)
-        lines.append(f"| {band} | {row['episodes']} | {row.get('success', 0)} | {cells} |")
+        cells = [band, str(row["episodes"]), str(row.get("success", 0)), *(str(row.get(k, 0)) for k in kinds)]
+        lines.append("| " + " | ".join(cells) + " |")
     if result["left_out"]:
         lines += ["", "Left out (optimal solution longer than the budget): "]
         lines += [
