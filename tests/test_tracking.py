@@ -29,6 +29,9 @@ from milepost.io import read_jsonl
 from milepost.tracking import LoggingConfig, Tracker, eval_scalars, scalars
 from milepost.training.config import AgentConfig, RLConfig, SFTConfig, TrainConfig
 
+# MLflow's SQLite store trips a SQLAlchemy 2.1 deprecation inside mlflow itself.
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy:DeprecationWarning")
+
 
 def _installed(module: str) -> bool:
     try:
@@ -385,3 +388,16 @@ def test_train_and_sft_runs_log_to_tensorboard_resume_once_and_draw_training_png
     got = _tensorboard(tmp_path / "sft" / "tensorboard")
     assert _same(got["train/sft_loss"], [(r["step"], r["train/sft_loss"]) for r in rows])
     assert (tmp_path / "sft" / "training.png").is_file()
+
+
+def test_rollout_reward_is_the_environments_reward_per_episode() -> None:
+    from milepost.training.trainer import rollout_stats
+    from milepost.types import Episode, TerminationReason, Turn, zero_terms
+
+    def episode(rewards: list[float]) -> Episode:
+        turns = [Turn(i, "", "", [], r, zero_terms(), [], None) for i, r in enumerate(rewards)]
+        return Episode("t", "p", 0, 0, TerminationReason.SOLVED, True, 1, len(turns), turns=turns)
+
+    # The mean of the episodes' sums (1.0 and 1.0), not of the turns (2.0 over four turns).
+    assert rollout_stats([episode([1.0]), episode([0.0, 0.0, 1.0])])["rollout/reward"] == pytest.approx(1.0)
+    assert rollout_stats([episode([1.0]), episode([-1.0, 0.0, -1.0])])["rollout/reward"] == pytest.approx(-0.5)
