@@ -169,3 +169,17 @@ def test_parquet_without_pyarrow_is_one_line(
     assert not (tmp_path / "ds").exists()
     with pytest.raises(InputError, match="unknown dataset format 'csv'"):
         write_dataset(tmp_path / "x", {"test": []}, {}, format="csv")
+
+
+def test_training_configs_read_a_parquet_dataset(tmp_path: Path) -> None:
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+    from milepost.training.setup import select_tasks
+
+    data = tmp_path / "ds"
+    assert main([*GENERATE["sudoku"], "--out", str(data), "--format", "parquet"]) == 0
+    configs = Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu"
+    cfg = load_config(TrainConfig, configs / "sudoku4_atomic.yaml", [f"data={data}", "levels=S2"])
+    assert isinstance(cfg, TrainConfig)
+    tasks = select_tasks(cfg, "train")
+    assert [t.task_id for t in tasks] == [t.task_id for t in load_tasks(data, "train") if t.level == "S2"]

@@ -36,13 +36,18 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_chat_messages_render_to_the_recorded_prompt_ids(data: Path, tmp_path: Path, tiny_model_dir: Path) -> None:
+@pytest.fixture(scope="module")
+def tiny_run(data: Path, tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Path:
+    """A tiny model's evaluation run: recorded prompt ids, completion ids and log-probs, and memory turns."""
+    out = tmp_path_factory.mktemp("tiny-run") / "run"
+    return _eval(data, out, "--policy", f"hf:{tiny_model_dir}", "--max-steps", "3", "--max-new-tokens", "12")
+
+
+def test_chat_messages_render_to_the_recorded_prompt_ids(tiny_run: Path, tiny_model_dir: Path) -> None:
     from milepost.backends.base import GenerationRequest
     from milepost.backends.hf import HFBackend
 
-    run = _eval(
-        data, tmp_path / "run", "--policy", f"hf:{tiny_model_dir}", "--max-steps", "3", "--max-new-tokens", "12"
-    )
+    run = tiny_run
     file, count = export_episodes(run, "chat")
     assert file == run / "episodes.chat.jsonl"
     rows = list(read_jsonl(file))
@@ -93,6 +98,33 @@ def test_chat_replays_the_sgo_prompt_and_refuses_what_it_cannot_rebuild(
         export_episodes(run, "chat", tmp_path / "x.jsonl")
 
 
+@pytest.mark.parametrize(
+    ("env", "make", "extra"),
+    [
+        ("rushhour", ["data", "rushhour", "--levels", "4-6", "--train", "1", "--test", "2", "--no-progress"], []),
+        ("webshop", ["data", "webshop", "--train", "1", "--test", "2", "--catalogue-size", "50"], []),
+        ("sudoku", SUDOKU, ["--single-turn"]),
+    ],
+)
+def test_chat_covers_every_environment_and_the_single_turn_proxy(
+    env: str, make: list[str], extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MILEPOST_CACHE_DIR", str(tmp_path / "cache"))
+    assert main([*make, "--out", str(tmp_path / "data")]) == 0
+    argv = ["eval", "--env", env, "--data", str(tmp_path / "data"), "--policy", "oracle", "--n", "1", "--k", "1"]
+    assert main([*argv, *extra, "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    _, count = export_episodes(tmp_path / "run", "chat")
+    rows = list(read_jsonl(tmp_path / "run" / "episodes.chat.jsonl"))
+    turns = [turn for ep in _episodes(tmp_path / "run") for turn in ep.turns]
+    assert count == len(rows) == len(turns) and all(r["env"] == env for r in rows)
+    for row, turn in zip(rows, turns):
+        assert row["messages"][-1]["content"] == turn.text and row["actions"] == turn.actions
+        if extra:  # the proxy's own prompt: the whole board in one answer
+            assert "in one answer" in row["messages"][0]["content"]
+        else:
+            assert row["messages"][1]["content"].endswith(f"Current observation:\n{turn.observation}")
+
+
 def test_parquet_table_has_one_typed_row_per_turn(data: Path, tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
     pq = pytest.importorskip("pyarrow.parquet", reason="the hf extra (pyarrow) is not installed")
@@ -129,3 +161,35 @@ def test_bad_runs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["export", "episodes", str(tmp_path), "--format", "chat"]) == 2
     err = capsys.readouterr().err
     assert "episodes.jsonl:1: Episode: missing field" in err and err.count("\n") == 1
+
+
+def test_trl_sft_trainer_trains_on_the_chat_export(tiny_run: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """TRL's SFTTrainer reads the export (as prompt / completion pairs, loss on the answer only): each example's
+    prompt tokens are the recorded prompt ids, and one step changes the weights."""
+    datasets = pytest.importorskip("datasets", reason="the hf extra (datasets) is not installed")
+    trl = pytest.importorskip("trl", reason="TRL is not installed")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    file, _ = export_episodes(tiny_run, "chat", tmp_path / "chat.jsonl")
+    rows = list(read_jsonl(file))
+    chat = datasets.load_dataset("json", data_files=str(file), split="train")
+    assert trl.data_utils.is_conversational(chat[0])
+    pairs = chat.map(lambda r: {"prompt": r["messages"][:-1], "completion": r["messages"][-1:]})
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    before = [p.detach().clone() for p in model.parameters()]
+    args = trl.SFTConfig(
+        output_dir=str(tmp_path / "sft"), max_steps=1, per_device_train_batch_size=2, max_length=4096,
+        report_to=[], use_cpu=True, save_strategy="no", learning_rate=1e-3,
+    )  # fmt: skip
+    trainer = trl.SFTTrainer(
+        model=model, args=args, train_dataset=pairs, processing_class=AutoTokenizer.from_pretrained(tiny_model_dir)
+    )
+    examples = list(trainer.train_dataset)
+    assert len(examples) == len(rows)
+    for example, row in zip(examples, rows):
+        start = next(i for i, label in enumerate(example["labels"]) if label != -100)
+        assert example["input_ids"][:start] == row["prompt_ids"]
+    loss = trainer.train().training_loss
+    assert torch.isfinite(torch.tensor(loss))
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
