@@ -166,8 +166,10 @@ def _read_records(file: Path) -> list[Task]:
 def _task_ids(file: Path) -> Iterable[tuple[int, Any]]:
     """``(record number, task_id)`` of a sibling split file, read without checking its records."""
     if file.suffix == ".parquet":
-        table = read_parquet(file)
-        ids = table.column("task_id").to_pylist() if "task_id" in table.column_names else []
+        try:
+            ids = read_parquet(file, columns=["task_id"]).column("task_id").to_pylist()
+        except InputError:  # not parquet, or no task_id column: reading that split itself says so
+            ids = []
         return enumerate(ids, 1)
     return ((n, row.get("task_id")) for n, row in enumerate(read_jsonl(file), 1))
 
