@@ -202,7 +202,9 @@ def _horizon_cell(fit: dict[str, Any], model: str, key: str) -> str:
 
     def cell(x: float | None) -> str:
         # Far outside the suite the fitted number means little: say so rather than print a million steps.
-        return f">{10 * top}" if x is not None and math.isfinite(x) and x > 10 * top else _fmt(x)
+        if x is not None and math.isfinite(x) and x > 10 * top:
+            return f">{10 * top}"
+        return "below" if x is not None and x < bottom / 10 else _fmt(x)
 
     inside = value is None or bottom <= value <= top
     return f"{cell(value)} [{cell(lo)}, {cell(hi)}]" + ("" if inside else " (extrapolated)")
@@ -222,11 +224,12 @@ def render_horizon(result: dict[str, Any], plot: str | None) -> str:
         "",
         f"Horizons in atomic steps of goal distance, {conf}% intervals from a hierarchical bootstrap "
         f"({meta['boot']} resamples: tasks within each environment, then samples). `beyond`: success does not "
-        "fall below the level within any distance (infinite).",
+        "fall below the level within any distance (infinite); `below`: success is under the level already at a "
+        "tenth of the shortest task's distance.",
         "",
         "| tasks | episodes | success | 50% horizon (logistic) | 80% horizon (logistic) | 50% horizon (q^d) "
         "| 80% horizon (q^d) | q | preferred (AIC) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, fit in result["fits"].items():
         rate = 100 * fit["successes"] / max(fit["episodes"], 1)
