@@ -273,3 +273,36 @@ def test_verl_reads_the_parquet_rows_and_the_loop_plays_them(tiny_model_dir: Pat
     assert out.extra_fields["milepost"]["task_id"] == tasks[0].task_id and out.reward_score == 1.0
     first_prompt = tokenizer.apply_chat_template(list(row["raw_prompt"]), add_generation_prompt=True, tokenize=True)
     assert out.prompt_ids == list(getattr(first_prompt, "input_ids", first_prompt))  # the row's prompt, re-rendered
+
+
+@needs_verl
+def test_the_agent_loop_config_file_builds_the_loop_the_way_verls_worker_does(tiny_model_dir: Path) -> None:
+    import hydra
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+
+    from milepost.integrations.verl.agent_loop import MilepostAgentLoop
+
+    root = Path(__file__).resolve().parents[2]
+    entries = OmegaConf.load(root / "configs" / "verl" / "agent_loop.yaml")
+    assert [e.name for e in entries] == ["milepost_agent"]
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 8192}}})
+    entry = OmegaConf.merge(entries[0], {"config_path": str(root / entries[0].config_path)})
+
+    async def build() -> Any:  # AgentLoopWorker._run_agent_loop's call, inside its event loop
+        return hydra.utils.instantiate(
+            config=entry,
+            trainer_config=DictConfigWrap(config=config),
+            server_manager=None,
+            tokenizer=AutoTokenizer.from_pretrained(tiny_model_dir),
+            processor=None,
+            hf_model_type=None,
+            dataset_cls=None,
+            data_config=DictConfigWrap(OmegaConf.create({})),
+            tools=ToolListWrap([]),
+        )
+
+    loop = asyncio.run(build())
+    assert isinstance(loop, MilepostAgentLoop) and loop.response_length == 8192
+    assert (loop.milepost.env.size, loop.milepost.env.max_steps, loop.milepost.agent.max_new_tokens) == (9, 50, 2048)
