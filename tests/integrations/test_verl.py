@@ -262,6 +262,12 @@ def test_verl_reads_the_parquet_rows_and_the_loop_plays_them(tiny_model_dir: Pat
     assert main([*argv, "--out", str(tmp_path / "d"), "--no-progress"]) == 0
     assert data_main([str(tmp_path / "d"), str(tmp_path / "v")]) == 0
     assert data_main([str(tmp_path / "missing"), str(tmp_path / "w")]) == 2
+    assert data_main([str(tmp_path / "d"), str(tmp_path / "s3"), "--levels", "S3"]) == 0
+    import pandas as pd
+
+    kept = pd.read_parquet(tmp_path / "s3" / "train.parquet")
+    assert len(kept) == 2 and all('"level": "S3"' in info["task"] for info in kept["extra_info"])
+    assert len(pd.read_parquet(tmp_path / "s3" / "test.parquet")) == 2  # the test split stays whole
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     files = [str(tmp_path / "v" / "train.parquet")]
     dataset = RLHFDataset(data_files=files, tokenizer=tokenizer, config=OmegaConf.create({"max_prompt_length": 4096}))

@@ -17,6 +17,7 @@ from typing import Any
 from milepost.agent.prompts import ANSWER_FORMAT, build_messages
 from milepost.datasets import load_tasks
 from milepost.envs import make_env
+from milepost.envs.levels import parse_levels
 from milepost.errors import InputError
 from milepost.types import Task
 
@@ -41,15 +42,24 @@ def rows(tasks: list[Task]) -> list[dict[str, Any]]:
     return out
 
 
-def write_parquet(data: str | Path, out: str | Path) -> dict[str, int]:
-    """``OUT/{train,test}.parquet`` from the milepost dataset folder ``data``; returns the row counts."""
+def write_parquet(data: str | Path, out: str | Path, levels: str | None = None) -> dict[str, int]:
+    """``OUT/{train,test}.parquet`` from the milepost dataset folder ``data``; returns the row counts.
+
+    ``levels`` (e.g. ``L3-L4``) keeps the training tasks of those levels only; the test split stays whole.
+    """
     import pandas as pd  # verl depends on pandas and pyarrow; milepost itself does not
 
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
     counts = {}
     for split in ("train", "test"):
-        table = pd.DataFrame(rows(load_tasks(data, split)))
+        tasks = load_tasks(data, split)
+        if split == "train" and levels and tasks:
+            wanted = {lv.name for lv in parse_levels(levels, tasks[0].env, tasks[0].size)}
+            tasks = [t for t in tasks if t.level in wanted]
+            if not tasks:
+                raise InputError(f"{data}: no train tasks at levels {levels}")
+        table = pd.DataFrame(rows(tasks))
         tmp = target / f".{split}.parquet.tmp"
         table.to_parquet(tmp, index=False)
         tmp.replace(target / f"{split}.parquet")  # atomic: a reader never sees half a file
@@ -61,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m milepost.integrations.verl.data", description=__doc__)
     parser.add_argument("data", help="milepost dataset folder (milepost data ...)")
     parser.add_argument("out", help="output folder for train.parquet and test.parquet")
+    parser.add_argument("--levels", help="training levels to keep, e.g. L3-L4 (default: all)")
     args = parser.parse_args(argv)
     try:
-        counts = write_parquet(args.data, args.out)
+        counts = write_parquet(args.data, args.out, args.levels)
     except InputError as exc:
         print(f"milepost: error: {exc}", file=sys.stderr)
         return 2
