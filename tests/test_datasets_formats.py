@@ -75,6 +75,8 @@ def test_every_field_survives_parquet_and_hugging_face(env: str, tmp_path: Path)
     # back whole, and the manifest is derived from them.
     files = {split: str(parquet / f"{split}.parquet") for split in ("train", "test")}
     plain = datasets.load_dataset("parquet", data_files=files)
+    # The folder itself is what `datasets` finds in a hub repository holding it: train and test splits.
+    assert {s: d.num_rows for s, d in datasets.load_dataset(str(parquet)).items()} == want.manifest["counts"]
     again_back = from_hf(plain, tmp_path / "plain")
     derived = load_manifest(again_back)
     assert derived["env"] == env and derived["counts"] == want.manifest["counts"]
