@@ -154,7 +154,7 @@ def test_parquet_table_has_one_typed_row_per_turn(data: Path, tmp_path: Path) ->
 
 
 def test_bad_runs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["export", "episodes", str(tmp_path), "--format", "parquet"]) == 2
+    assert main(["export", "episodes", str(tmp_path), "--format", "chat"]) == 2
     err = capsys.readouterr().err
     assert "no episodes.jsonl" in err and err.count("\n") == 1
     (tmp_path / "episodes.jsonl").write_text('{"task_id": "x"}\n')
