@@ -164,7 +164,10 @@ def plot_training(
                     xs, ys = zip(*points)
                     ax.plot(xs, [scale * y for y in ys], color=color, linewidth=0.8, alpha=0.35)
                 xs, ys = zip(*smooth(points, window))
-                ax.plot(xs, [scale * y for y in ys], color=color, linestyle=style, linewidth=1.6, label=label)
+                marker = "o" if len(points) < 3 else None  # a lone point (e.g. an AUROC defined once) shows
+                ax.plot(
+                    xs, [scale * y for y in ys], color=color, linestyle=style, marker=marker, linewidth=1.6, label=label
+                )
         ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(" / ".join(sorted(x_keys)), fontsize=8)
         ax.grid(alpha=0.3)
