@@ -60,6 +60,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", default="runs/milestone")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's)")
+    p.add_argument("--eval-every", type=int, default=0, help="also evaluate on the training levels every N iterations")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--results", default=str(RESULTS), help="folder of the report")
     args = p.parse_args()
@@ -91,14 +92,17 @@ def main() -> None:
         if not (out / "metrics.json").exists():
             evaluate_policy(c, HFBackend(model), out, label, progress=False)
         timings[f"eval {label} s"] = time.perf_counter() - t
-    run = work / "rl"
+    run = work / f"rl-{cfg.rl.iterations}"
     t = time.perf_counter()
     final = run / "final"
     if not (final / "config.json").exists():
-        final = train_rl(cfg, run, resume=(run / "checkpoints" / "latest").exists(), progress=False)
+        # Periodic evaluations on the training levels (test split): the test success along the run.
+        periodic = dataclasses.replace(cfg.eval, every=args.eval_every, levels=cfg.levels)
+        train_cfg = dataclasses.replace(cfg, eval=periodic)
+        final = train_rl(train_cfg, run, resume=(run / "checkpoints" / "latest").exists(), progress=False)
     timings["rl_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    after = work / "rl-target"
+    after = work / f"rl-{cfg.rl.iterations}-target"
     if not (after / "metrics.json").exists():
         evaluate_policy(cfg, HFBackend(final), after, "RL, target prompt", progress=False)
     timings["eval after s"] = time.perf_counter() - t
@@ -112,6 +116,14 @@ def main() -> None:
             **target_stats(out),
         }
     curve = [r for r in read_jsonl(run / "metrics.jsonl") if r.get("phase") != "warmup"]
+    periodic_rows = list(read_jsonl(run / "eval.jsonl")) if (run / "eval.jsonl").exists() else []
+    test_curve = [{"iteration": r["iteration"], "avg": mean_avg(r["levels"])} for r in periodic_rows if r["levels"]]
+    start_row = table["start, target prompt"]["levels"]
+    after_row = table["after RL, target prompt"]["levels"]
+    train_levels = [lv for lv in start_row if lv in {x["level"] for r in periodic_rows for x in r["levels"]}]
+    if train_levels:
+        test_curve.insert(0, {"iteration": 0, "avg": mean_avg([start_row[lv] for lv in train_levels])})
+        test_curve.append({"iteration": cfg.rl.iterations, "avg": mean_avg([after_row[lv] for lv in train_levels])})
     wall = time.perf_counter() - start
     report = {
         "config": str(CONFIG.relative_to(ROOT)),
@@ -122,6 +134,7 @@ def main() -> None:
         "training": [
             {k: r.get(k) for k in ("iteration", "rollout/success", "rollout/subgoals", "train/loss")} for r in curve
         ],
+        "test_curve": test_curve,
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "wall_s": round(wall, 1),
         "threads": args.threads,
@@ -132,6 +145,11 @@ def main() -> None:
     atomic_write_text(results / "milestone_conditioned.md", render(report, args))
     plot(report, results / "milestone_conditioned.png")
     print(render(report, args))
+
+
+def mean_avg(levels: list[dict[str, Any]]) -> float:
+    """Mean over levels of avg@n (the success rate over every sample)."""
+    return sum(lv["avg"]["value"] for lv in levels) / max(len(levels), 1)
 
 
 def render(report: dict[str, Any], args: argparse.Namespace) -> str:
@@ -171,6 +189,17 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
             *lines,
             "",
             f"Training rollouts, success per iteration (%): {train_line}.",
+            *(
+                [
+                    "",
+                    f"Test success on the training levels ({report['eval']['levels']}, avg@n, target prompt) along the "
+                    "run (%): "
+                    + ", ".join(f"iteration {r['iteration']}: {100 * r['avg']:.1f}" for r in report["test_curve"])
+                    + ".",
+                ]
+                if report.get("test_curve")
+                else []
+            ),
             "",
             "![milestone-conditioned](milestone_conditioned.png)",
             "",
@@ -194,8 +223,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
     its = [r["iteration"] for r in curve]
     b.plot(its, [100 * (r["rollout/success"] or 0) for r in curve], marker="o", label="success (%)")
     b.plot(its, [r["rollout/subgoals"] or 0 for r in curve], marker="s", label="subgoals / episode")
+    if report.get("test_curve"):
+        tc = report["test_curve"]
+        b.plot([r["iteration"] for r in tc], [100 * r["avg"] for r in tc], marker="^", label="test success (%)")
     b.set_xlabel("iteration")
-    b.set_title("training rollouts")
+    b.set_title("along the run")
     b.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
