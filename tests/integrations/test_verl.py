@@ -312,3 +312,74 @@ def test_the_agent_loop_config_file_builds_the_loop_the_way_verls_worker_does(ti
     loop = asyncio.run(build())
     assert isinstance(loop, MilepostAgentLoop) and loop.response_length == 8192
     assert (loop.milepost.env.size, loop.milepost.env.max_steps, loop.milepost.agent.max_new_tokens) == (9, 50, 2048)
+
+
+class SamplingServerManager:
+    """Unit-test fixture standing in for verl's server manager: the tiny model's own sampling
+    (``model.generate`` at the request's temperature, at most ``max_tokens``) with the log-probs of its logits."""
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.calls: list[list[int]] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):
+        from verl.workers.rollout.replica import TokenOutput
+
+        with torch.no_grad():
+            out = self.model.generate(
+                torch.tensor([prompt_ids]),
+                max_new_tokens=sampling_params["max_tokens"],
+                do_sample=True,
+                temperature=sampling_params["temperature"],
+                top_k=0,
+                top_p=1.0,
+                return_dict_in_generate=True,
+                output_logits=True,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )
+        ids = out.sequences[0, len(prompt_ids) :].tolist()
+        steps = torch.stack([step[0].float() for step in out.logits])  # (C, V)
+        logprobs = torch.log_softmax(steps / sampling_params["temperature"], -1).gather(-1, torch.tensor(ids)[:, None])
+        self.calls.append(ids)
+        return TokenOutput(token_ids=ids, log_probs=logprobs[:, 0].tolist(), stop_reason="completed")
+
+
+@needs_verl
+def test_the_models_own_samples_keep_log_probs_aligned_with_the_trainers_recomputation(tiny_model_dir: Path) -> None:
+    """What verl's actor recomputes on the stored sequence (one forward pass over prompt + response) equals the
+    log-probs the server returned, at exactly the mask-1 positions."""
+    from omegaconf import OmegaConf
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from milepost.integrations.verl.agent_loop import MilepostAgentLoop
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    server = SamplingServerManager(model, tokenizer)
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 600}}})
+
+    async def episode() -> Any:
+        loop = MilepostAgentLoop(
+            trainer_config=DictConfigWrap(config),
+            server_manager=server,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=None,
+            data_config=DictConfigWrap(OmegaConf.create({})),
+        )
+        return await loop.run({"temperature": 1.0}, extra_info={"task": _task(4).to_dict()}, session_id=0)
+
+    out = asyncio.run(episode())
+    spans = turn_spans(out.response_mask)
+    assert len(spans) == len(server.calls) >= 2 and len(out.response_ids) <= 600
+    assert [out.response_ids[s : e + 1] for s, e in spans] == server.calls
+    sequence = torch.tensor([out.prompt_ids + out.response_ids])
+    with torch.no_grad():
+        logits = model(sequence).logits[0, len(out.prompt_ids) - 1 : -1].float()  # (R, V): predicts each response token
+    recomputed = torch.log_softmax(logits, -1).gather(-1, torch.tensor(out.response_ids)[:, None])[:, 0]
+    mask = torch.tensor(out.response_mask, dtype=torch.bool)
+    assert torch.allclose(recomputed[mask], torch.tensor(out.response_logprobs)[mask], atol=1e-4)
+    traj, step, _ = read_turn_rewards(out.as_dict()["rm_scores"], mask.long())
+    assert len(traj) == len(step) == len(spans)
