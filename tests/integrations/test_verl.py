@@ -229,6 +229,20 @@ def test_format_errors_become_step_rewards_and_the_estimator_equals_milepost(tin
     assert torch.equal(adv, returns) and adv[mask == 0].abs().sum().item() == 0.0
     assert adv.abs().sum().item() > 0
 
+    # The v1 trainer's own call (_compute_advantage -> compute_advantage_for_multi_trajectories), its rows
+    # keyed {uid}_{session}_{index} and the algorithm section as the config.
+    from tensordict import TensorDict
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    batch = TensorDict({"token_level_rewards": rewards, "response_mask": mask}, batch_size=2)
+    data = DataProto(batch=batch, non_tensor_batch={"uid": np.array(["a", "b"], dtype=object)})
+    algorithm = OmegaConf.create({"adv_estimator": "milepost", "gamma": 0.995, "lam": 1.0})
+    data = compute_advantage_for_multi_trajectories(
+        data, batch_keys=["a_0_0", "b_0_0"], adv_estimator="milepost", gamma=0.995, config=algorithm
+    )
+    assert torch.allclose(data.batch["advantages"], adv)  # alpha defaults to the paper's 0.2
+
 
 @needs_verl
 def test_a_long_episode_stops_inside_the_response_budget(tiny_model_dir: Path) -> None:
