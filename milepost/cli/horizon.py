@@ -8,7 +8,8 @@ comparison, the 50% and 80% horizons with intervals, and the failure taxonomy pe
 
 ``milepost horizon compare A B ... --out DIR`` draws several reports' curves on one plot and says whether their
 horizons differ beyond their intervals. Exit status 3 when some episodes failed for infrastructure reasons
-(left out of the fit, counted in the report); rerunning the same command plays what is missing.
+(left out of the fit, counted in the report); ``--retry-failed`` plays exactly those again. A rerun into the same
+``--out`` resumes: finished episodes are not played again.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     http = HTTPOptions()
     p.add_argument("--timeout", type=float, default=http.timeout, help="openai: seconds per HTTP request")
     p.add_argument("--max-retries", type=int, default=http.max_retries, help="openai: retries after the first attempt")
+    p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="play again the episodes of --out that the backend failed (same seeds), replacing their records",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run, horizon_command=None)
     sub2 = p.add_subparsers(dest="horizon_command", metavar="compare")
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         http=HTTPOptions(timeout=args.timeout, max_retries=args.max_retries),
         progress=not args.no_progress,
+        retry_failed=args.retry_failed,
     )
     meta = {
         "policy": args.policy,
@@ -111,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if infra:
         print(
             f"milepost: {infra} episode(s) failed for infrastructure reasons and are left out; "
-            "rerun with `milepost eval --retry-failed` on the runs/ folders, then this command",
+            "rerun the same command with --retry-failed to play them again",
             file=sys.stderr,
         )
         return INFRA_EXIT

@@ -64,9 +64,11 @@ def play_suite(
     workers: int = 0,
     http: HTTPOptions | None = None,
     progress: bool = True,
+    retry_failed: bool = False,
 ) -> tuple[dict[str, Any], dict[str, list[Episode]]]:
     """Build the suite under ``OUT/suite`` and play every part with the runner; the manifest and the episodes
-    per part (infrastructure failures included; the caller leaves them out)."""
+    per part (infrastructure failures included; the caller leaves them out). ``retry_failed`` plays the
+    episodes the backend failed again (``milepost eval --retry-failed``)."""
     from milepost.evaluation.runner import EvalSpec, evaluate
 
     out = Path(out)
@@ -93,7 +95,7 @@ def play_suite(
             http=http or HTTPOptions(),
         )
         log.info("horizon: playing %s (%s)", part.name, policy)
-        evaluate(spec, out / "runs" / part.name, progress=progress, workers=workers)
+        evaluate(spec, out / "runs" / part.name, progress=progress, workers=workers, retry_failed=retry_failed)
         rows = read_jsonl(out / "runs" / part.name / "episodes.jsonl")
         episodes[part.name] = [Episode.from_dict(r) for r in rows]
     return manifest, episodes
