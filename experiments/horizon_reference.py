@@ -105,13 +105,21 @@ def law_check(result: dict[str, Any], p: float) -> dict[str, float]:
     return out
 
 
-def _cell(fit: dict[str, Any], model: str, key: str) -> str:
-    def f(x: float | None) -> str:
-        return "beyond" if x is None else "below" if x < 0.1 else f"{x:.1f}"
+def _num(x: float | None, top: int) -> str:
+    """A horizon for the table: ``beyond`` (infinite), ``below`` (under a tenth of a step), ``>10x`` the suite's
+    longest task when the fit extrapolates that far (the number means little there), else one decimal."""
+    if x is None or x != x or x == float("inf"):
+        return "beyond"
+    if x > 10 * top:
+        return f">{10 * top}"
+    return "below" if x < 0.1 else f"{x:.1f}"
 
+
+def _cell(fit: dict[str, Any], model: str, key: str) -> str:
+    top = fit["distance_range"][1]
     value = fit[model]["horizons"][key]
     lo, hi = fit[model]["intervals"][key]
-    return f"{f(value)} [{f(lo)}, {f(hi)}]"
+    return f"{_num(value, top)} [{_num(lo, top)}, {_num(hi, top)}]"
 
 
 def main() -> None:
@@ -139,7 +147,7 @@ def main() -> None:
                 "hash": result["suite"]["hash"],
                 "policy": result["meta"]["policy"],
                 "agent": result["meta"]["agent"],
-                "fits": {env: fit for env, fit in result["fits"].items()},
+                "fits": {env: {k: v for k, v in fit.items() if k != "band"} for env, fit in result["fits"].items()},
                 "wall_s": result["wall_s"],
                 "command": result["command"],
                 "left_out": result["suite"]["left_out"],
@@ -180,7 +188,7 @@ def write_readme(reference: dict[str, Any]) -> None:
         for env, fit in row["fits"].items():
             rate = 100 * fit["successes"] / max(fit["episodes"], 1)
             law = row.get("law_h50", {}).get(env)
-            law_text = "" if law is None else ("beyond" if law != law or law == float("inf") else f"{law:.1f}")
+            law_text = "" if law is None else _num(law, fit["distance_range"][1])
             lines.append(
                 f"| {row['suite']} | `{row['policy']}` | {row['agent']} | {env} | {rate:.1f}% "
                 f"| {_cell(fit, 'logistic', 'h50')} | {_cell(fit, 'logistic', 'h80')} "
@@ -231,6 +239,9 @@ def plot(reference: dict[str, Any]) -> None:
         top = fit["distance_range"][1] * 3
         h_, lo_, hi_ = (top if x is None else min(x, top) for x in (h, lo, hi))
         color = "C1" if row["agent"] == "sgo" else "C0"
+        if h_ < 1:  # nothing solved: no horizon to draw on a log axis
+            ax.annotate("below: no success", (1.0, i), color=color, fontsize=7, va="center")
+            continue
         ax.errorbar([h_], [i], xerr=[[h_ - lo_], [hi_ - h_]], fmt="o", color=color)
         law = row.get("law_h50", {}).get("all")
         if law is not None:
