@@ -429,11 +429,14 @@ def paired_difference(
         a, b, _ = fit_logistic_batch(np.log(d), succ, trials.astype(float))
         with np.errstate(divide="ignore"):
             logs.append(np.log(logistic_horizon(a, b, level)))
-    diff = logs[0] - logs[1]
+    with np.errstate(invalid="ignore"):
+        diff = logs[0] - logs[1]
+    # Both horizons infinite (or both zero) in a resample: no evidence either way, a log-ratio of 0.
+    diff = np.where(np.isnan(diff), 0.0, diff)
     finite = diff[np.isfinite(diff)]
     alpha = (1.0 - confidence) / 2.0
     if finite.size < boot * 0.5:
-        return {"level": level, "log_ratio_interval": None, "differs": None, "finite_share": finite.size / boot}
+        return {"level": level, "ratio_interval": None, "differs": None, "finite_share": finite.size / boot}
     lo, hi = _percentile(np.where(np.isfinite(diff), diff, np.sign(diff) * 1e9), [alpha * 100, (1 - alpha) * 100])
     return {
         "level": level,

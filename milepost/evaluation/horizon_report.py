@@ -423,10 +423,12 @@ def compare_horizons(
             overlap = not (hi_a < lo_b or hi_b < lo_a)
             paired = paired_difference(_outcomes(results[i]), _outcomes(results[j]), boot=boot)
             if paired.get("ratio_interval") is None:
-                ratio, differs = "undefined (horizons beyond the suite)", "unknown"
+                # A horizon at zero or infinity has no ratio; intervals that do not even overlap still differ.
+                ratio = "undefined (a horizon below or beyond the suite)"
+                differs = "unknown" if overlap else "yes (intervals apart)"
             else:
                 lo, hi = paired["ratio_interval"]
-                ratio = f"{paired['ratio']:.2f} [{lo:.2f}, {hi:.2f}]"
+                ratio = f"{_ratio(paired['ratio'])} [{_ratio(lo)}, {_ratio(hi)}]"
                 differs = "yes" if paired["differs"] else "no"
             pairs.append({"a": names[i], "b": names[j], "overlap": overlap, **paired})
             lines.append(f"| {names[i]} vs {names[j]} | {'yes' if overlap else 'no'} | {ratio} | {differs} |")
@@ -444,6 +446,11 @@ def compare_horizons(
     atomic_write_text(out / COMPARE_REPORT, text)
     atomic_write_json(out / "horizon_compare.json", {"suite": first, "runs": names, "pairs": pairs})
     return text
+
+
+def _ratio(x: float) -> str:
+    """A ratio of horizons; 0 and inf where one side of a resample was unbounded."""
+    return "0" if x < 1e-3 else "inf" if x > 1e3 else f"{x:.2f}"
 
 
 def _plot_compare(path: Path, names: Sequence[str], results: Sequence[dict[str, Any]]) -> None:
