@@ -145,7 +145,10 @@ def summarise_horizon(
             kind = classify_failure(ep)
             failures[band]["success" if kind is None else kind] += 1
     if not outcomes:
-        raise InputError("horizon: no episodes to fit (every episode failed for infrastructure reasons)")
+        raise InputError(
+            "horizon: no episodes to fit (every episode failed for infrastructure reasons); once the backend "
+            "answers, rerun the same command with --retry-failed"
+        )
     fits: dict[str, HorizonEstimate] = {ALL: estimate(outcomes, boot=boot, confidence=confidence, seed=seed)}
     groups = by_env(outcomes)
     if len(groups) > 1:

@@ -124,3 +124,30 @@ def test_a_changed_generator_is_refused(tmp_path: Path) -> None:
     tasks: dict = {p.name: [] for p in suite.parts}
     longer = (dataclasses.replace(suite.parts[0], max_steps=99), *suite.parts[1:])
     assert suite_hash(suite, tasks) != suite_hash(dataclasses.replace(suite, parts=longer), tasks)
+
+
+def test_a_backend_that_never_answers_is_an_infrastructure_failure_not_a_horizon(
+    micro: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing listens on port 9: every episode ends as a backend error, which says nothing about the policy."""
+    out = tmp_path / "down"
+    policy = "openai:m@http://127.0.0.1:9/v1"
+    argv = [
+        "horizon",
+        "--policy",
+        policy,
+        "--suite",
+        "micro",
+        "--out",
+        str(out),
+        "--max-retries",
+        "0",
+        "--timeout",
+        "1",
+    ]
+    assert main([*argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "every episode failed for infrastructure reasons" in err and "--retry-failed" in err
+    rows = [json.loads(line) for line in (out / "runs" / "sudoku4" / "episodes.jsonl").read_text().splitlines()]
+    assert rows and all(r["termination"] == "backend_error" for r in rows)
+    assert not (out / "horizon.json").exists()
