@@ -178,9 +178,13 @@ class WandbSink:
 
 
 class MLflowSink:
-    """An MLflow run in experiment ``project`` of the store at ``uri``; a resumed run continues ``run_id``."""
+    """An MLflow run in experiment ``project`` of the store at ``uri``, the config's fields as its parameters
+    (``rl.lr``, ...); a resumed run continues ``run_id``."""
 
-    def __init__(self, uri: str, run_id: str | None, name: str, project: str, run_dir: Path) -> None:
+    def __init__(
+        self, uri: str, run_id: str | None, name: str, project: str, run_dir: Path, config: dict[str, Any]
+    ) -> None:
+        from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=uri)
@@ -191,6 +195,9 @@ class MLflowSink:
             )
             run = self.client.create_run(experiment_id, run_name=name, tags={"milepost.run_dir": str(run_dir)})
             run_id = run.info.run_id
+            params = [Param(k, str(v)) for k, v in flatten(config).items()]
+            for i in range(0, len(params), 100):  # MLflow takes at most 100 parameters per batch
+                self.client.log_batch(run_id, params=params[i : i + 100])
         else:
             self.client.update_run(run_id, status="RUNNING")
         self.run_id: str = run_id
@@ -203,6 +210,17 @@ class MLflowSink:
 
     def close(self) -> None:
         self.client.set_terminated(self.run_id)
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"rl": {"lr": 1e-4}}`` -> ``{"rl.lr": 1e-4}`` (lists stay values)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            out |= flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def mlflow_uri(configured: str, run_dir: Path) -> str:
@@ -238,16 +256,16 @@ class Tracker:
         state_path = self.run_dir / STATE_FILE
         state = dict(read_state(state_path))
         try:
+            config = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type) else {}
             if "wandb" in self.logging.backends:
                 state.setdefault("wandb_run_id", uuid.uuid4().hex[:12])
-                config = dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type) else {}
                 self.sinks["wandb"] = WandbSink(
                     self.run_dir, state["wandb_run_id"], self.name, self.logging.project, config
                 )
             if "mlflow" in self.logging.backends:
                 uri = mlflow_uri(self.logging.mlflow_uri, self.run_dir)
                 known = state.get("mlflow_run_id") if state.get("mlflow_uri") == uri else None
-                sink = MLflowSink(uri, known, self.name, self.logging.project, self.run_dir)
+                sink = MLflowSink(uri, known, self.name, self.logging.project, self.run_dir, config)
                 state |= {"mlflow_uri": uri, "mlflow_run_id": sink.run_id}
                 self.sinks["mlflow"] = sink
         except InputError:

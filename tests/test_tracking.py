@@ -228,6 +228,8 @@ def test_mlflow_store_holds_every_metric_at_its_step(tmp_path: Path) -> None:
     client = MlflowClient(tracking_uri=state["mlflow_uri"])
     run = client.get_run(state["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.info.run_name == "t"
+    assert run.data.params["name"] == "t" and run.data.params["logging.backends"] == "['mlflow']"
+    assert float(run.data.params["rl.lr"]) == TrainConfig().rl.lr
     for name in ("rollout/success", "train/loss", "perf/rollout_s"):
         history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, name))
         assert history == [(r["iteration"], r[name]) for r in rows if name in r]  # doubles, exactly
