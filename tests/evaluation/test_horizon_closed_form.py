@@ -82,3 +82,19 @@ def test_fitted_horizon_matches_the_law(played: tuple[dict, list]) -> None:
     # the steep binomial law is no per-step decay: the logistic explains it better
     assert est.comparison()["preferred_by_aic"] == "logistic"
     assert math.isfinite(fitted)
+
+
+def test_the_sgo_agent_follows_the_same_law(played: tuple[dict, list], tmp_path: Path) -> None:
+    """Under SGO the oracle's move heads for the current subgoal, but it is still one step closer, and the episode
+    draws the same random stream: every episode ends exactly as under the plain agent."""
+    _, plain = played
+    _, episodes = play_suite(
+        SUITE,
+        tmp_path,
+        policy=f"noisy-oracle:{P}:format",
+        agent="sgo",
+        settings=AgentSettings(batch_size=64),
+        progress=False,
+    )
+    sgo = {(e.task_id, e.sample): e.success for e in episodes["sudoku4"]}
+    assert sgo == {(e.task_id, e.sample): e.success for e in plain}
