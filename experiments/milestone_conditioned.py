@@ -66,15 +66,27 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(args.work)
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
+    work.mkdir(parents=True, exist_ok=True)
+    # Each step's measured time is kept in WORK/timings.json, so a rerun that reuses a finished step (its output
+    # is there) reports the time the step took when it ran, not the zero of skipping it.
+    timings_file = work / "timings.json"
+    timings: dict[str, float] = json.loads(timings_file.read_text()) if timings_file.exists() else {}
+
+    def step(name: str, done: Path, run: Any) -> None:
+        if done.exists():  # made by an earlier run: its time, when that run measured it, is in timings.json
+            return
+        t = time.perf_counter()
+        run()
+        timings[name] = time.perf_counter() - t
+        atomic_write_json(timings_file, timings)
 
     data = work / "data"
-    if not (data / "manifest.json").exists():
+
+    def make_data() -> None:
         splits, manifest = build_dataset(4, parse_levels("S1-S5", "sudoku", 4), 400, 40, 0, progress=False)
         write_dataset(data, splits, manifest, overwrite=True)
-    timings["data_s"] = time.perf_counter() - start
 
+    step("data", data / "manifest.json", make_data)
     over = [f"data={data}", f"threads={args.threads}"]
     over += [f"rl.iterations={args.iterations}"] if args.iterations else []
     cfg = load_config(TrainConfig, CONFIG, over)
@@ -83,30 +95,37 @@ def main() -> None:
         agent=dataclasses.replace(cfg.agent, agent_kind="plain"),
         rl=dataclasses.replace(cfg.rl, reward="outcome"),
     )
+    start_model = ROOT / "checkpoints" / "sudoku4-sft"
     evals = {
-        "start, plain prompt": (plain, ROOT / "checkpoints" / "sudoku4-sft", work / "start-plain"),
-        "start, target prompt": (cfg, ROOT / "checkpoints" / "sudoku4-sft", work / "start-target"),
+        "start, plain prompt": (plain, start_model, work / "start-plain"),
+        "start, target prompt": (cfg, start_model, work / "start-target"),
     }
     for label, (c, model, out) in evals.items():
-        t = time.perf_counter()
-        if not (out / "metrics.json").exists():
-            evaluate_policy(c, HFBackend(model), out, label, progress=False)
-        timings[f"eval {label} s"] = time.perf_counter() - t
+        step(
+            f"eval {label}",
+            out / "metrics.json",
+            lambda c=c, m=model, o=out, lb=label: evaluate_policy(c, HFBackend(m), o, lb, progress=False),
+        )
     run = work / f"rl-{cfg.rl.iterations}"
-    t = time.perf_counter()
+    # Periodic evaluations on the training levels (test split): the test success along the run.
+    train_cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, every=args.eval_every, levels=cfg.levels))
+    step(
+        f"rl {cfg.rl.iterations} iterations",
+        run / "final" / "config.json",
+        lambda: train_rl(train_cfg, run, resume=(run / "checkpoints" / "latest").exists(), progress=False),
+    )
     final = run / "final"
-    if not (final / "config.json").exists():
-        # Periodic evaluations on the training levels (test split): the test success along the run.
-        periodic = dataclasses.replace(cfg.eval, every=args.eval_every, levels=cfg.levels)
-        train_cfg = dataclasses.replace(cfg, eval=periodic)
-        final = train_rl(train_cfg, run, resume=(run / "checkpoints" / "latest").exists(), progress=False)
-    timings["rl_s"] = time.perf_counter() - t
-    t = time.perf_counter()
     after = work / f"rl-{cfg.rl.iterations}-target"
-    if not (after / "metrics.json").exists():
-        evaluate_policy(cfg, HFBackend(final), after, "RL, target prompt", progress=False)
-    timings["eval after s"] = time.perf_counter() - t
+    step(
+        "eval after RL",
+        after / "metrics.json",
+        lambda: evaluate_policy(cfg, HFBackend(final), after, "RL, target prompt", progress=False),
+    )
     evals["after RL, target prompt"] = (cfg, final, after)
+    # Reference: the scripted oracle (which solves but does not follow the target) with the target prompt.
+    oracle = work / "oracle-target"
+    step("eval oracle", oracle / "metrics.json", lambda: evaluate_oracle(cfg, oracle))
+    evals["oracle (reference), target prompt"] = (cfg, Path("oracle"), oracle)
 
     table: dict[str, Any] = {}
     for label, (_, _, out) in evals.items():
@@ -124,7 +143,10 @@ def main() -> None:
     if train_levels:
         test_curve.insert(0, {"iteration": 0, "avg": mean_avg([start_row[lv] for lv in train_levels])})
         test_curve.append({"iteration": cfg.rl.iterations, "avg": mean_avg([after_row[lv] for lv in train_levels])})
-    wall = time.perf_counter() - start
+    names = ["data", *(f"eval {lb}" for lb in list(evals)[:2]), f"rl {cfg.rl.iterations} iterations", "eval after RL"]
+    names.append("eval oracle")
+    used = {k: timings[k] for k in names if k in timings}
+    wall = sum(used.values())
     report = {
         "config": str(CONFIG.relative_to(ROOT)),
         "iterations": cfg.rl.iterations,
@@ -135,7 +157,7 @@ def main() -> None:
             {k: r.get(k) for k in ("iteration", "rollout/success", "rollout/subgoals", "train/loss")} for r in curve
         ],
         "test_curve": test_curve,
-        "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "timings_s": {k: round(v, 1) for k, v in used.items()},
         "wall_s": round(wall, 1),
         "threads": args.threads,
     }
@@ -145,6 +167,27 @@ def main() -> None:
     atomic_write_text(results / "milestone_conditioned.md", render(report, args))
     plot(report, results / "milestone_conditioned.png")
     print(render(report, args))
+
+
+def evaluate_oracle(cfg: Any, out: Path) -> None:
+    """The scripted oracle on the test split with the config's agent (the target prompt) and evaluation."""
+    from milepost.evaluation.runner import EvalSpec, evaluate
+    from milepost.training.setup import agent_settings, make_agent
+
+    spec = EvalSpec(
+        env=cfg.env.name,
+        data=cfg.data,
+        policy="oracle",
+        n=cfg.eval.n,
+        ks=cfg.eval.ks,
+        levels=cfg.eval.levels,
+        limit=cfg.eval.limit,
+        env_kwargs=cfg.env.env_kwargs(),
+        settings=agent_settings(cfg),
+        seed=cfg.seed,
+        agent=cfg.agent.agent_kind,
+    )
+    evaluate(spec, out, progress=False, agent=make_agent(cfg))
 
 
 def mean_avg(levels: list[dict[str, Any]]) -> float:
@@ -170,9 +213,9 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     curve = report["training"]
     train_line = ", ".join(f"{100 * (r['rollout/success'] or 0):.0f}" for r in curve)
-    command = f"python experiments/milestone_conditioned.py --work {args.work}" + (
-        f" --iterations {args.iterations}" if args.iterations else ""
-    )
+    command = f"python experiments/milestone_conditioned.py --work {args.work}"
+    command += f" --iterations {args.iterations}" if args.iterations else ""
+    command += f" --eval-every {args.eval_every}" if args.eval_every else ""
     ev = report["eval"]
     return "\n".join(
         [
@@ -184,17 +227,19 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
             "subgoal its prompt names, returns cut there). Evaluation: test split, "
             f"{ev['limit']} tasks per level, n = {ev['n']} samples each. One seed. Wall time "
             f"{report['wall_s'] / 60:.1f} min on the shared 2-core machine, loaded by other jobs "
-            f"({', '.join(f'{k} {v / 60:.1f} min' for k, v in report['timings_s'].items())}).",
+            f"({', '.join(f'{k} {v / 60:.1f} min' for k, v in report['timings_s'].items())}; each step timed "
+            "when it ran).",
             "",
             *lines,
             "",
-            f"Training rollouts, success per iteration (%): {train_line}.",
+            "Training rollouts solved per iteration (%; iteration i plays the policy after i - 1 updates): "
+            f"{train_line}.",
             *(
                 [
                     "",
                     f"Test success on the training levels ({report['eval']['levels']}, avg@n, target prompt) along the "
                     "run (%): "
-                    + ", ".join(f"iteration {r['iteration']}: {100 * r['avg']:.1f}" for r in report["test_curve"])
+                    + ", ".join(f"after {r['iteration']} updates: {100 * r['avg']:.1f}" for r in report["test_curve"])
                     + ".",
                 ]
                 if report.get("test_curve")
@@ -215,18 +260,23 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     labels = list(report["table"])
-    a.bar(range(len(labels)), [100 * report["table"][k]["success"] for k in labels], color=["#999", "#69c", "#26a"])
+    a.bar(
+        range(len(labels)),
+        [100 * report["table"][k]["success"] for k in labels],
+        color=["#999", "#69c", "#26a", "#ccc"][: len(labels)],
+    )
     a.set_xticks(range(len(labels)), [k.replace(", ", "\n") for k in labels], fontsize=8)
     a.set_ylabel("test episodes solved (%)")
     a.set_title("success before / after")
     curve = report["training"]
-    its = [r["iteration"] for r in curve]
-    b.plot(its, [100 * (r["rollout/success"] or 0) for r in curve], marker="o", label="success (%)")
-    b.plot(its, [r["rollout/subgoals"] or 0 for r in curve], marker="s", label="subgoals / episode")
+    its = [r["iteration"] - 1 for r in curve]  # iteration i plays the policy after i - 1 updates
+    b.plot(its, [100 * (r["rollout/success"] or 0) for r in curve], marker="o", label="training rollouts solved (%)")
+    b.plot(its, [r["rollout/subgoals"] or 0 for r in curve], marker="s", label="rollout subgoals / episode")
     if report.get("test_curve"):
         tc = report["test_curve"]
-        b.plot([r["iteration"] for r in tc], [100 * r["avg"] for r in tc], marker="^", label="test success (%)")
-    b.set_xlabel("iteration")
+        label = f"test solved, {report['eval']['levels']} (%)"
+        b.plot([r["iteration"] for r in tc], [100 * r["avg"] for r in tc], marker="^", label=label)
+    b.set_xlabel("policy updates")
     b.set_title("along the run")
     b.legend(fontsize=8)
     fig.tight_layout()
