@@ -27,9 +27,9 @@ CONFIG = ROOT / "configs" / "tiny-cpu" / "sudoku4_milestone_conditioned.yaml"
 
 
 def target_stats(run: Path) -> dict[str, float]:
-    """From an evaluation folder's episodes: success, the share of turns that reached their target, and the
-    targets reached per episode (episodes without a target record, i.e. plain prompts, count the environment's
-    subgoals instead, in plan-free terms)."""
+    """From an evaluation folder's episodes: success and subgoals per episode; with target records (the target
+    prompt) also the targets reached per episode, the share of turns that reached their target, and the share
+    of completed subgoals that were the target."""
     from milepost.io import read_jsonl
 
     rows = list(read_jsonl(run / "episodes.jsonl"))
@@ -41,6 +41,9 @@ def target_stats(run: Path) -> dict[str, float]:
         reached = sum(sum(rec["reached"]) for rec in records)
         out["target_turn_rate"] = reached / max(turns, 1)
         out["targets_per_episode"] = reached / len(records)
+        completed = sum(len(t["new_subgoals"]) for r in rows if "target" in r.get("meta", {}) for t in r["turns"])
+        # Of the subgoals completed, the share that were the prompt's target: how far the policy follows it.
+        out["on_target_share"] = reached / max(completed, 1)
     out["turns_per_episode"] = turns / max(len(rows), 1)
     return out
 
@@ -199,16 +202,19 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
     levels = sorted({lv for row in report["table"].values() for lv in row["levels"]})
     ks = sorted({k for row in report["table"].values() for lv in row["levels"].values() for k in lv["pass_at"]})
     head = "| run | " + " | ".join(f"{lv} pass@{k} (%)" for lv in levels for k in ks)
-    head += " | episodes solved (%) | targets reached / episode | turns reaching their target (%) |"
+    head += " | episodes solved (%) | targets reached / episode | turns reaching their target (%)"
+    head += " | completed subgoals that were the target (%) |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for label, row in report["table"].items():
         cells = [f"{100 * row['levels'][lv]['pass_at'][k]['value']:.1f}" for lv in levels for k in ks]
         tgt = row.get("targets_per_episode")
         rate = row.get("target_turn_rate")
+        share = row.get("on_target_share")
         cells += [
             f"{100 * row['success']:.1f}",
             "-" if tgt is None else f"{tgt:.2f}",
             "-" if rate is None else f"{100 * rate:.1f}",
+            "-" if share is None else f"{100 * share:.1f}",
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     curve = report["training"]
