@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.milepost-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-distributed test-vllm mutation lint bench install clean
+.PHONY: demo test test-slow test-distributed test-vllm test-verl mutation lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[ml,serve,dev,web,track]"
+	$(PY) -m pip install --quiet -e ".[ml,serve,dev,web,track,hf,trl,skyrl]" "$(TORCH)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -48,6 +48,21 @@ $(VLLM_STAMP): pyproject.toml
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/vllm
 
+# verl (milepost.integrations.verl): verl 0.9 pins transformers<5.11, so it gets its own venv (~3-7 min from scratch).
+# torch is on the same pip line because verl's tensordict would otherwise pull a CUDA build.
+VERL_VENV ?= .venv-verl
+VERL_STAMP := $(VERL_VENV)/.milepost-installed
+
+$(VERL_STAMP): pyproject.toml
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install --quiet "$(TORCH)"
+	$(VERL_VENV)/bin/python -m pip install --quiet -e ".[verl,ml,dev]" "$(TORCH)"
+	touch $(VERL_STAMP)
+
+test-verl: $(VERL_STAMP)
+	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl.py
+
 # Mutation gate (mutation/config.toml): mutmut over the trainer's logic and its safety checks, each module with
 # the tests that guard it; prints a score per module and fails below the floors set there.
 mutation: $(STAMP)
@@ -64,4 +79,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(VERL_VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -11,7 +11,8 @@ from milepost.envs.levels import parse_levels
 from milepost.training.config import TrainConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-ALL = sorted(CONFIGS.glob("**/*.yaml"))
+# configs/verl/ holds verl's agent-loop files (tests/integrations/test_verl.py builds them), not training configs.
+ALL = sorted(p for p in CONFIGS.glob("**/*.yaml") if "verl" not in p.relative_to(CONFIGS).parts)
 PAPER_ARMS = ("sudoku9_sft", "sudoku9_atomic", "sudoku9_macro", "sudoku9_subgoal", "sudoku9_curriculum")
 RL_ARMS = [CONFIGS / "paper" / f"{name}.yaml" for name in PAPER_ARMS if name != "sudoku9_sft"]
 

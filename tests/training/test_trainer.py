@@ -178,7 +178,7 @@ def test_bad_training_configs(overrides: list[str], message: str) -> None:
 
 def test_shipped_configs_load() -> None:
     root = Path(__file__).resolve().parents[2] / "configs"
-    files = sorted(root.glob("**/*.yaml"))
+    files = sorted(p for p in root.glob("**/*.yaml") if "verl" not in p.relative_to(root).parts)  # verl's own format
     assert files
     for f in files:
         load_config(TrainConfig, f)
