@@ -87,3 +87,16 @@ def test_unreadable_config_files_are_one_line(
     assert main(["sft", "--config", str(config), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [(["eval.n=2", "eval.ks=[1,4]"], "eval.ks"), (["eval.ks=[]"], "eval.ks"), (["eval.n=0"], "eval")],
+)
+def test_evaluation_settings_are_checked_before_training(overrides: list[str], message: str) -> None:
+    """pass@k with k > n used to pass the config and kill the run at its first evaluation."""
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    with pytest.raises(InputError, match=message):
+        load_config(TrainConfig, None, overrides)

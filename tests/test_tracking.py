@@ -403,3 +403,23 @@ def test_rollout_reward_is_the_environments_reward_per_episode() -> None:
     # The mean of the episodes' sums (1.0 and 1.0), not of the turns (2.0 over four turns).
     assert rollout_stats([episode([1.0]), episode([0.0, 0.0, 1.0])])["rollout/reward"] == pytest.approx(1.0)
     assert rollout_stats([episode([1.0]), episode([-1.0, 0.0, -1.0])])["rollout/reward"] == pytest.approx(-0.5)
+
+
+@needs_tensorboard
+def test_the_final_evaluation_reaches_the_backends(tiny_model_dir: Path, data4: Path, tmp_path: Path) -> None:
+    """`milepost train --eval` evaluates before the trackers close: eval.jsonl, RUN/eval and TensorBoard all get it."""
+    import dataclasses
+
+    from milepost.training import trainer
+    from milepost.training.config import EvalConfig
+
+    cfg = _train_cfg(tiny_model_dir, data4, ["tensorboard"])
+    cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=1), eval=EvalConfig(n=1, ks=[1], limit=1))
+    trainer.train_rl(cfg, tmp_path / "rl", progress=False, final_eval=True)
+    (row,) = list(read_jsonl(tmp_path / "rl" / "eval.jsonl"))
+    assert row["iteration"] == 1 and row["final"] is True
+    assert (tmp_path / "rl" / "eval" / "report.md").is_file()
+    got = _tensorboard(tmp_path / "rl" / "tensorboard")
+    evals = {name: points for name, points in got.items() if name.startswith("eval/")}
+    assert evals and all(step == 1 for points in evals.values() for step, _ in points)
+    assert set(evals) == set(eval_scalars(row["levels"]))

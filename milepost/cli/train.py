@@ -51,22 +51,19 @@ def run_sft(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from milepost.backends.hf import HFBackend
     from milepost.training.config import TrainConfig
-    from milepost.training.trainer import evaluate_policy, train_rl
+    from milepost.training.trainer import train_rl
 
     cfg = _config(args)
     assert isinstance(cfg, TrainConfig)
-    final = train_rl(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    final = train_rl(cfg, args.out, resume=args.resume, progress=not args.no_progress, final_eval=args.eval)
     import os
 
     if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports and evaluates
         return 0
     print(f"policy written to {final}")
-    if args.eval:
+    if args.eval:  # evaluated by train_rl before its trackers closed
         from pathlib import Path
 
-        backend = HFBackend(final)
-        evaluate_policy(cfg, backend, Path(args.out) / "eval", cfg.name, progress=not args.no_progress)
         print((Path(args.out) / "eval" / "report.md").read_text(encoding="utf-8"))
     return 0

@@ -269,6 +269,14 @@ class EvalConfig:
     limit: int | None = 25
     """test tasks per level"""
 
+    def __post_init__(self) -> None:
+        if self.every < 0 or self.n < 1 or (self.limit is not None and self.limit < 1):
+            raise ValueError("eval: every must be >= 0, n and limit positive")
+        bad = [k for k in self.ks if not 1 <= k <= self.n]
+        if bad or not self.ks:
+            # pass@k draws k of the n samples per task: checked here, before any training, not at the first evaluation
+            raise ValueError(f"eval.ks: every k must be between 1 and eval.n = {self.n} (got {self.ks})")
+
 
 @dataclass
 class RolloutConfig:

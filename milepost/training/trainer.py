@@ -314,9 +314,12 @@ def train_rl(
     resume: bool = False,
     progress: bool = True,
     stop_after: int | None = None,
+    final_eval: bool = False,
 ) -> Path:
     """Run REINFORCE from ``cfg.model`` (or resume ``out_dir``) and return the final model directory.
 
+    ``final_eval`` evaluates the final policy into ``RUN/eval`` before the trackers close, so its results reach
+    ``eval.jsonl`` and every logging backend like the periodic evaluations'.
     ``stop_after`` ends the run after that many iterations as if it had been killed (for resume tests).
     Under ``torchrun`` with several processes the model is trained with FSDP2 (``milepost.distributed.fsdp``):
     rank 0 generates and writes, every rank trains on its share of each minibatch.
@@ -493,6 +496,12 @@ def train_rl(
             source.close()
             return run_dir
     bar.close()
+    if final_eval:
+        source.sync(model, tokenizer, done)
+        if main:
+            result = evaluate_policy(cfg, source.backend, run_dir / "eval", cfg.name, progress=progress)
+            append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"], "final": True})
+            tracker.log_eval(done, result["levels"])
     tracker.close()  # and RUN/training.png
     source.close()
     final = run_dir / "final"
