@@ -27,7 +27,11 @@ def _int_list(text: str) -> list[int]:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a policy on a dataset by goal distance", description=__doc__)
     p.add_argument("--env", required=True, help="environment: sudoku | rushhour")
-    p.add_argument("--data", required=True, help="dataset folder (from `milepost data`) or a .jsonl file")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="dataset folder (from `milepost data`, JSONL or parquet) or one split file (.jsonl / .parquet)",
+    )
     p.add_argument("--split", default="test")
     p.add_argument(
         "--policy", required=True, help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random"

@@ -97,6 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("milepost: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `milepost ... | head`: the reader left. Point stdout at devnull so the interpreter's final flush does not
+        # raise again (the recipe in Python's signal docs), and end quietly like other Unix tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return int(result or 0)
 
 

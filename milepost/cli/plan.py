@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--task",
         required=True,
         help="a Sudoku puzzle string (0 or . for empty), a 36-character Rush Hour board, or "
-        "DATASET:N (a .jsonl file or dataset folder, N = 0-based line of the split)",
+        "DATASET:N (a dataset folder or split file, .jsonl or .parquet; N = 0-based record of the split)",
     )
     p.add_argument("--size", type=int, default=None, help="Sudoku board side (default: from the puzzle)")
     p.add_argument("--split", default="test", help="split of a dataset folder given as DATASET:N")

@@ -19,7 +19,11 @@ from milepost.types import Task
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("shop", help="serve a web-shop task as a web page", description=__doc__)
-    p.add_argument("--data", default=None, help="dataset folder (from `milepost data webshop`) or a .jsonl file")
+    p.add_argument(
+        "--data",
+        default=None,
+        help="dataset folder (from `milepost data webshop`, JSONL or parquet) or one split file (.jsonl / .parquet)",
+    )
     p.add_argument("--split", default="test", help="split of --data (default test)")
     p.add_argument("--task-id", default=None, help="task of --data by id")
     p.add_argument("--index", type=int, default=0, help="task of --data by position (default 0)")

@@ -106,3 +106,21 @@ def test_progress_bar_draws_only_on_a_terminal() -> None:
         for _ in progress_bar(range(3), enabled=enabled, file=stream, mininterval=0):
             pass
         assert bool(stream.getvalue()) == drawn
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`milepost show ... | head -1`: no BrokenPipeError traceback, the Unix exit status for SIGPIPE."""
+    turns = [_turn(i, 3) for i in range(400)]
+    episode = Episode(
+        task_id="t", policy="oracle", sample=0, seed=1, termination=TerminationReason.BUDGET_EXHAUSTED,
+        success=False, goal_distance=3, steps=400, turns=turns, meta={},
+    )  # fmt: skip
+    append_jsonl(tmp_path / "e.jsonl", episode.to_dict())
+    cmd = [sys.executable, "-m", "milepost", "show", str(tmp_path / "e.jsonl")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves after one line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
