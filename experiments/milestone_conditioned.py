@@ -64,6 +64,7 @@ def main() -> None:
     p.add_argument("--work", default="runs/milestone")
     p.add_argument("--iterations", type=int, default=None, help="RL iterations (default: the config's)")
     p.add_argument("--eval-every", type=int, default=0, help="also evaluate on the training levels every N iterations")
+    p.add_argument("--seed", type=int, default=0, help="run seed (RL sampling and evaluation sampling)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--results", default=str(RESULTS), help="folder of the report")
     args = p.parse_args()
@@ -90,7 +91,7 @@ def main() -> None:
         write_dataset(data, splits, manifest, overwrite=True)
 
     step("data", data / "manifest.json", make_data)
-    over = [f"data={data}", f"threads={args.threads}"]
+    over = [f"data={data}", f"threads={args.threads}", f"seed={args.seed}"]
     over += [f"rl.iterations={args.iterations}"] if args.iterations else []
     cfg = load_config(TrainConfig, CONFIG, over)
     plain = dataclasses.replace(
@@ -163,6 +164,7 @@ def main() -> None:
         "timings_s": {k: round(v, 1) for k, v in used.items()},
         "wall_s": round(wall, 1),
         "threads": args.threads,
+        "seed": args.seed,
     }
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
@@ -222,6 +224,7 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
     command = f"python experiments/milestone_conditioned.py --work {args.work}"
     command += f" --iterations {args.iterations}" if args.iterations else ""
     command += f" --eval-every {args.eval_every}" if args.eval_every else ""
+    command += f" --seed {args.seed}" if args.seed else ""
     ev = report["eval"]
     return "\n".join(
         [
@@ -231,7 +234,7 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
             f"`checkpoints/sudoku4-sft`, {report['iterations']} RL iterations of {report['episodes_per_iteration']} "
             f"episodes on levels {ev['levels']}, `rl.reward: subgoal` (1 on the turn that reaches the target "
             "subgoal its prompt names, returns cut there). Evaluation: test split, "
-            f"{ev['limit']} tasks per level, n = {ev['n']} samples each. One seed. Wall time "
+            f"{ev['limit']} tasks per level, n = {ev['n']} samples each. One seed ({report['seed']}). Wall time "
             f"{report['wall_s'] / 60:.1f} min on the shared 2-core machine, loaded by other jobs "
             f"({', '.join(f'{k} {v / 60:.1f} min' for k, v in report['timings_s'].items())}; each step timed "
             "when it ran).",
