@@ -53,7 +53,7 @@ from milepost.backends.tiny import build_tiny_model, count_parameters, default_c
 from milepost.config import load_config
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
-from milepost.io import read_jsonl
+from milepost.tracking import read_metrics
 from milepost.training.config import TrainConfig
 from milepost.training.losses import sft_loss
 from milepost.training.setup import prompt_corpus
@@ -308,7 +308,7 @@ def rl_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "max_steps": cfg.env.max_steps,
             "max_new_tokens": cfg.agent.max_new_tokens,
         }
-    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "perf/rollout_s" in r and "perf/update_s" in r]
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if "perf/rollout_s" in r and "perf/update_s" in r]
     if not rows:
         raise SystemExit(f"{run_dir}/metrics.jsonl has no perf/rollout_s and perf/update_s rows (not an RL run?)")
     iterations = [

@@ -118,9 +118,10 @@ def critic_quality(run_dir: Path) -> dict[str, float]:
     import torch
 
     from milepost.io import read_jsonl
+    from milepost.tracking import read_metrics
     from milepost.training.critics import kendall_tau_b
 
-    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r.get("phase") != "warmup"]
+    rows = [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("phase") != "warmup"]
     out: dict[str, float] = {}
     for key in ("critic/value_auroc", "critic/value_auroc_s0", "critic/potential_mse"):
         vals = [float(r[key]) for r in rows if key in r and not math.isnan(float(r[key]))]

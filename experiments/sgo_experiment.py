@@ -49,7 +49,7 @@ from milepost.backends.tiny import build_tiny_model, default_corpus
 from milepost.config import EnvConfig, to_yaml
 from milepost.evaluation.failures import FAILURE_KINDS
 from milepost.evaluation.runner import EvalSpec, evaluate
-from milepost.io import read_jsonl
+from milepost.tracking import read_metrics
 from milepost.training.config import AgentConfig, SFTConfig, TrainConfig
 from milepost.training.setup import prompt_corpus, select_tasks
 from milepost.training.sft import demonstrations, train_sft
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             final = train_sft(cfg, work / arm, progress=args.progress)
         elif (work / arm / "config.yaml").read_text(encoding="utf-8") != to_yaml(cfg):
             raise SystemExit(f"{work / arm} was trained with another config: use a new --work")
-        rows = list(read_jsonl(work / arm / "metrics.jsonl"))
+        rows = read_metrics(work / arm / "metrics.jsonl")
         if rows[-1]["train/examples"] != budgets[arm]["examples"]:
             raise RuntimeError(f"{arm}: trained on {rows[-1]['train/examples']} examples, counted {budgets[arm]}")
         t1 = time.perf_counter()
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["arms"][arm] = {
             "sft_steps": rows[-1]["step"],
             "sft_examples": rows[-1]["train/examples"],
-            "sft_final_loss": rows[-1]["train/sft_loss"],
+            "sft_final_loss": rows[-1]["loss/sft"],
             "sft_epochs": cfg.sft.epochs,
             "levels": result["levels"],
             "sgo": result.get("sgo"),

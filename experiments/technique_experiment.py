@@ -85,6 +85,7 @@ from milepost.errors import InputError
 from milepost.evaluation.metrics import level_metrics, success_by_distance
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import read_jsonl
+from milepost.tracking import read_metrics
 from milepost.training.config import AgentConfig, SFTConfig, TrainConfig
 from milepost.types import Episode, Task
 
@@ -260,8 +261,8 @@ def run_sft(args: argparse.Namespace, data: Path, run_dir: Path, model: str, see
     finally:
         sft_module.sequence_logprobs = counter._inner
     t1 = time.perf_counter()
-    rows = list(read_jsonl(run_dir / "metrics.jsonl"))
-    losses = [r["train/sft_loss"] for r in rows]
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    losses = [r["loss/sft"] for r in rows]
     tail = losses[-10:]
     net = HFBackend(final).model
     info = {
@@ -272,7 +273,7 @@ def run_sft(args: argparse.Namespace, data: Path, run_dir: Path, model: str, see
         "tokens": counter.tokens,
         "first_loss": losses[0],
         "final_loss_mean_last10": sum(tail) / len(tail),
-        "loss_curve": [[r["step"], round(r["train/sft_loss"], 4)] for r in rows[:: max(1, len(rows) // 20)]],
+        "loss_curve": [[r["step"], round(r["loss/sft"], 4)] for r in rows[:: max(1, len(rows) // 20)]],
         "demo_s": round((counter.first_call or t1) - t0, 1),
         "train_s": round(t1 - (counter.first_call or t0), 1),
         "wall_s": round(t1 - t0, 1),

@@ -5,17 +5,31 @@ row's numbers to every backend of ``logging.backends`` under the same names, at 
 for ``milepost train``, ``step`` for ``milepost sft``). The names already carry one namespace each:
 
 ================  =====================================================================================
-``rollout/``      what the rollouts did: success, reward, turns, errors, answer length, max-length share
-``train/``        the update: loss (``train/loss``, ``train/sft_loss``), importance weights
-                  (``train/mean_weight``, ``train/masked_frac``, ``train/onpolicy_rho*``), ``train/lr``,
-                  ``train/grad_norm``, turns and tokens, staleness
-``critic/``       MiRA's critics: AUROC of V, potential MSE, completion tau, their losses
+``rollout/``      what the rollouts did: success, reward, turns, errors, answer length, max-length share,
+                  the policy version that played them
+``loss/``         the policy's training objective: ``loss/policy`` (RL: the importance-weighted REINFORCE
+                  loss, or MiRA's ``objective: mse`` regression, plus ``mira.kl_coef`` x KL when that is on;
+                  mean over the iteration's minibatches) and ``loss/sft`` (SFT: NLL per response token)
+``is/``           importance-weight statistics: ``is/mean_weight`` and ``is/masked_frac`` (the REINFORCE
+                  objective's weights; not logged by MiRA's MSE objective, which uses none),
+                  ``is/onpolicy_rho``, ``_min``, ``_max`` (the first minibatch's geometric-mean ratio
+                  trainer / sampler before any step: 1 unless they disagree)
+``train/``        the update's bookkeeping, which is neither a loss nor a weight: ``train/lr``,
+                  ``train/grad_norm``, the turns, tokens and examples it trained on, ``train/staleness``
+                  (updates between the rollouts' policy and the trainer's)
+``critic/``       MiRA's critics: AUROC of V, potential MSE, completion tau, and their own training losses
+                  (``critic/value_loss``, ``critic/potential_loss``: kept beside the critics' quality, since
+                  ``loss/`` is the policy's objective)
 ``mira/``         MiRA's shaping coefficient and raw advantages
 ``curriculum/``   MiRA's failure curriculum
 ``eval/``         periodic evaluations (``eval/LEVEL/avg``, ``eval/LEVEL/pass_at_K``; their source is
                   ``eval.jsonl``)
 ``perf/``         wall-clock seconds and throughput
 ================  =====================================================================================
+
+Run folders written before ``loss/`` and ``is/`` existed hold ``train/loss``, ``train/mean_weight``, ...:
+:data:`RENAMED` maps each old name to its new one, and :func:`read_metrics` (what every reader of
+``metrics.jsonl`` uses) applies it, so old and new runs are plotted and compared under the same names.
 
 Resuming never duplicates a point. The first row a session logs marks where it starts: rows of
 ``metrics.jsonl`` at or past that step (written by the killed session after its last checkpoint) are dropped
@@ -88,6 +102,28 @@ def check_installed(backends: Sequence[str]) -> None:
                 f"logging.backends: {name} is configured but not installed ({exc.msg}); "
                 "pip install 'milepost[track]' or remove it from logging.backends"
             ) from None
+
+
+RENAMED = {
+    "train/loss": "loss/policy",
+    "train/sft_loss": "loss/sft",
+    "train/mean_weight": "is/mean_weight",
+    "train/masked_frac": "is/masked_frac",
+    "train/onpolicy_rho": "is/onpolicy_rho",
+    "train/onpolicy_rho_min": "is/onpolicy_rho_min",
+    "train/onpolicy_rho_max": "is/onpolicy_rho_max",
+}
+"""Metric names older run folders hold -> today's names (losses moved to ``loss/``, importance weights to ``is/``)."""
+
+
+def current_names(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with every old metric name (:data:`RENAMED`) replaced by today's, in place and order."""
+    return {RENAMED.get(key, key): value for key, value in row.items()}
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl`` under today's metric names, whichever version of milepost wrote it."""
+    return [current_names(row) for row in read_jsonl(path)]
 
 
 def step_of(row: Mapping[str, Any]) -> int:

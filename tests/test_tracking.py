@@ -24,9 +24,9 @@ from milepost.datasets import write_dataset
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
 from milepost.errors import InputError
-from milepost.evaluation.plots import plot_training
+from milepost.evaluation.plots import plot_training, training_rows
 from milepost.io import read_jsonl
-from milepost.tracking import LoggingConfig, Tracker, eval_scalars, scalars
+from milepost.tracking import RENAMED, LoggingConfig, Tracker, current_names, eval_scalars, read_metrics, scalars
 from milepost.training.config import AgentConfig, RLConfig, SFTConfig, TrainConfig
 
 # MLflow's SQLite store trips a SQLAlchemy 2.1 deprecation inside mlflow itself.
@@ -68,8 +68,8 @@ def _row(step: int, seed: int = 0) -> dict[str, Any]:
         "phase": "S1",
         "rollout/success": rng.random(),
         "rollout/reward": rng.uniform(-2, 1),
-        "train/loss": rng.uniform(-1, 1),
-        "train/mean_weight": rng.uniform(0.9, 1.1),
+        "loss/policy": rng.uniform(-1, 1),
+        "is/mean_weight": rng.uniform(0.9, 1.1),
         "critic/value_auroc_s0": None,  # NaN is stored as null: not a point
         "perf/rollout_s": rng.uniform(1, 2),
     }
@@ -230,7 +230,7 @@ def test_mlflow_store_holds_every_metric_at_its_step(tmp_path: Path) -> None:
     assert run.info.status == "FINISHED" and run.info.run_name == "t"
     assert run.data.params["name"] == "t" and run.data.params["logging.backends"] == "['mlflow']"
     assert float(run.data.params["rl.lr"]) == TrainConfig().rl.lr
-    for name in ("rollout/success", "train/loss", "perf/rollout_s"):
+    for name in ("rollout/success", "loss/policy", "perf/rollout_s"):
         history = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, name))
         assert history == [(r["iteration"], r[name]) for r in rows if name in r]  # doubles, exactly
     assert [m.value for m in client.get_metric_history(run.info.run_id, "eval/S1/avg")] == [0.5]
@@ -287,7 +287,7 @@ def test_training_png_draws_each_logged_concern(tmp_path: Path) -> None:
         _row(i) | {"rollout/max_length": 0.1, "rollout/completion_tokens": 20.0, "critic/value_auroc": 0.6}
         for i in range(1, 8)
     ]
-    sft = [{"step": i, "train/sft_loss": 3.0 / i, "train/lr": 1e-3, "train/grad_norm": 1.0} for i in range(1, 8)]
+    sft = [{"step": i, "loss/sft": 3.0 / i, "train/lr": 1e-3, "train/grad_norm": 1.0} for i in range(1, 8)]
     panels = plot_training(tmp_path / "mira.png", {"mira": mira}, "mira")
     assert panels == [
         "rollout success (%)",
@@ -312,7 +312,7 @@ def test_compare_puts_training_runs_side_by_side(tmp_path: Path, capsys: Any) ->
     rl, sft = tmp_path / "rl", tmp_path / "sft"
     for run, rows in (
         (rl, [_row(i) | {"rollout/max_length": 0.05 * i} for i in range(1, 7)]),
-        (sft, [{"step": i, "train/sft_loss": 3.0 / i, "train/lr": 1e-3} for i in range(1, 7)]),
+        (sft, [{"step": i, "loss/sft": 3.0 / i, "train/lr": 1e-3} for i in range(1, 7)]),
     ):
         run.mkdir()
         (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -321,9 +321,41 @@ def test_compare_puts_training_runs_side_by_side(tmp_path: Path, capsys: Any) ->
     assert main(["compare", str(rl), str(sft), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "![training curves side by side](training.png)" in text
-    assert "| rl | rollout/success | 6 |" in text and "| sft | train/sft_loss | 6 |" in text
+    assert "| rl | rollout/success | 6 |" in text and "| sft | loss/sft | 6 |" in text
     assert (out / "training.png").stat().st_size > 10_000
     assert {"success.png", "max_length.png", "sft_loss.png"} <= {p.name for p in out.iterdir()}
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_old_metric_names_are_read_plotted_and_compared_under_todays(tmp_path: Path, capsys: Any) -> None:
+    """Run folders written before ``loss/`` and ``is/`` (``train/loss``, ``train/sft_loss``,
+    ``train/mean_weight``, ...): their first rows, copied from two committed results, are read under today's
+    names, drawn in the loss and importance-weight panels, and compared in the ``loss/sft`` row."""
+    rl, sft = tmp_path / "rl", tmp_path / "sft"
+    for run, source in (
+        (rl, REPO / "docs/results/technique-rl-medium/train_metrics.jsonl"),
+        (sft, REPO / "docs/results/webshop/sft_metrics.jsonl"),
+    ):
+        run.mkdir()
+        lines = source.read_text(encoding="utf-8").splitlines(keepends=True)[:6]
+        assert any('"train/loss"' in line or '"train/sft_loss"' in line for line in lines)  # old names
+        (run / "metrics.jsonl").write_text("".join(lines))
+    old = list(read_jsonl(rl / "metrics.jsonl"))
+    new = read_metrics(rl / "metrics.jsonl")
+    assert [list(r) for r in new] == [[RENAMED.get(k, k) for k in r] for r in old]  # same order, renamed
+    assert new[0]["loss/policy"] == old[0]["train/loss"] and new[0]["is/mean_weight"] == old[0]["train/mean_weight"]
+    assert new[0]["train/grad_norm"] == old[0]["train/grad_norm"]  # bookkeeping keeps its name
+    assert not any(k in RENAMED for r in new for k in r)
+    assert current_names({"iteration": 1, "is/onpolicy_rho": 1.0}) == {"iteration": 1, "is/onpolicy_rho": 1.0}
+
+    assert "importance weights" in plot_training(tmp_path / "rl.png", {"rl": training_rows(rl)}, "rl")
+    assert "loss" in plot_training(tmp_path / "sft.png", {"sft": training_rows(sft)}, "sft")
+    assert main(["compare", str(rl), str(sft), "--out", str(tmp_path / "cmp")]) == 0
+    text = capsys.readouterr().out
+    assert "| sft | loss/sft | 6 |" in text and "train/sft_loss" not in text
+    assert (tmp_path / "cmp" / "sft_loss.png").is_file()
 
 
 # A real run: tiny model, TensorBoard on, killed after its checkpoint, resumed.
@@ -380,15 +412,17 @@ def test_train_and_sft_runs_log_to_tensorboard_resume_once_and_draw_training_png
     got = _tensorboard(tmp_path / "rl" / "tensorboard")
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
     # perf/ timings differ between the sessions: TensorBoard holds the resumed session's step 3, once.
-    for name in ("rollout/success", "rollout/reward", "train/loss", "perf/rollout_s"):
+    for name in ("rollout/success", "rollout/reward", "loss/policy", "perf/rollout_s"):
         assert _same(got[name], [(r["iteration"], r[name]) for r in rows])
     assert set(got) == {name for r in rows for name in scalars(r)}
+    assert not any(name in RENAMED for r in rows for name in r)  # a new run writes today's names only
+    assert {"loss/policy", "is/onpolicy_rho", "train/grad_norm", "train/staleness"} <= set(rows[-1])
     assert (tmp_path / "rl" / "training.png").is_file()
 
     train_sft(cfg, tmp_path / "sft", progress=False)
     rows = list(read_jsonl(tmp_path / "sft" / "metrics.jsonl"))
     got = _tensorboard(tmp_path / "sft" / "tensorboard")
-    assert _same(got["train/sft_loss"], [(r["step"], r["train/sft_loss"]) for r in rows])
+    assert _same(got["loss/sft"], [(r["step"], r["loss/sft"]) for r in rows])
     assert (tmp_path / "sft" / "training.png").is_file()
 
 

@@ -43,7 +43,7 @@ CURVES = (
     # The horizon paper's collapse signal (section 4.1): the share of answers cut at max_new_tokens rises
     # sharply when training collapses.
     Curve("rollout/max_length", "iteration", "max_length.png", "answers cut at max_new_tokens (%)", True, False),
-    Curve("train/sft_loss", "step", "sft_loss.png", "SFT loss", False, False),
+    Curve("loss/sft", "step", "sft_loss.png", "SFT loss", False, False),
 )
 SMOOTH = 5
 

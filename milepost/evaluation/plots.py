@@ -71,13 +71,13 @@ class Panel:
 TRAINING_PANELS = (
     Panel("rollout success (%)", (("rollout/success", "success"),), percent=True),
     Panel("episode reward", (("rollout/reward", "reward"),)),
-    Panel("loss", (("train/loss", "RL loss"), ("train/sft_loss", "SFT loss"))),
+    Panel("loss", (("loss/policy", "RL loss"), ("loss/sft", "SFT loss"))),
     Panel(
         "importance weights",
         (
-            ("train/mean_weight", "mean weight"),
-            ("train/onpolicy_rho", "on-policy rho"),
-            ("train/masked_frac", "masked"),
+            ("is/mean_weight", "mean weight"),
+            ("is/onpolicy_rho", "on-policy rho"),
+            ("is/masked_frac", "masked"),
         ),
     ),
     Panel("answer length (tokens)", (("rollout/completion_tokens", "tokens per answer"),)),
@@ -185,13 +185,14 @@ def plot_training(
 
 
 def training_rows(run_dir: str | Path) -> list[dict[str, Any]]:
-    """A training run's ``metrics.jsonl`` rows, plus one row per periodic evaluation (``eval.jsonl``) with its
-    per-level results as ``eval/LEVEL/...`` (the names the trackers use)."""
+    """A training run's ``metrics.jsonl`` rows under today's metric names (``tracking.read_metrics``: an older
+    run's ``train/loss`` is read as ``loss/policy``), plus one row per periodic evaluation (``eval.jsonl``) with
+    its per-level results as ``eval/LEVEL/...`` (the names the trackers use)."""
     from milepost.io import read_jsonl
-    from milepost.tracking import eval_scalars
+    from milepost.tracking import eval_scalars, read_metrics
 
     folder = Path(run_dir)
-    rows = list(read_jsonl(folder / "metrics.jsonl")) if (folder / "metrics.jsonl").is_file() else []
+    rows = read_metrics(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
     if (folder / "eval.jsonl").is_file():
         rows += [{"iteration": r["iteration"], **eval_scalars(r["levels"])} for r in read_jsonl(folder / "eval.jsonl")]
     return rows

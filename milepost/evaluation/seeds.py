@@ -17,7 +17,7 @@ from typing import Any
 
 from milepost.errors import InputError
 from milepost.evaluation.compare import find_metrics, load_levels, smooth
-from milepost.io import read_jsonl
+from milepost.tracking import read_metrics
 
 # Two-sided 95% Student t quantiles by degrees of freedom (seeds - 1).
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -58,7 +58,7 @@ def seed_table(arms: Mapping[str, Sequence[str | Path]]) -> tuple[str, dict[str,
                     levels.append(row.level)
             log = Path(run) / "metrics.jsonl"
             if log.is_file():
-                shares = [float(r["rollout/max_length"]) for r in read_jsonl(log) if "rollout/max_length" in r]
+                shares = [float(r["rollout/max_length"]) for r in read_metrics(log) if "rollout/max_length" in r]
                 if shares:
                     collapse.append(sum(shares[-3:]) / len(shares[-3:]))
         data[arm] = {
@@ -101,7 +101,7 @@ def plot_seed_curves(path: Path, arms: Mapping[str, Sequence[str | Path]], windo
                 continue
             points = [
                 (int(r["iteration"]), float(r["rollout/success"]))
-                for r in read_jsonl(log)
+                for r in read_metrics(log)
                 if "rollout/success" in r and isinstance(r.get("iteration"), int) and r.get("phase") != "warmup"
             ]
             points = smooth(points, window)

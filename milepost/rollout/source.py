@@ -210,7 +210,7 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
     if kind == "hf":
         from milepost.backends.hf import HFBackend
 
-        # Rollouts run at the precision the loss scores at, so on-policy rho is 1 (train/onpolicy_rho).
+        # Rollouts run at the precision the loss scores at, so on-policy rho is 1 (is/onpolicy_rho).
         backend = HFBackend(
             model=model, tokenizer=tokenizer, name=f"hf:{cfg.name}", autocast=torch.bfloat16 if cfg.bf16 else None
         )

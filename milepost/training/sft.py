@@ -353,7 +353,7 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         tracker.log(
             {
                 "step": step + 1,
-                "train/sft_loss": loss.item(),
+                "loss/sft": loss.item(),
                 "train/lr": scheduler.get_last_lr()[0],
                 "train/grad_norm": float(grad_norm),
                 "perf/tokens_per_s": tokens / max(elapsed, 1e-9),

@@ -237,6 +237,20 @@ def update(
     return out
 
 
+UPDATE_METRICS = {
+    "loss": "loss/policy",
+    "masked_frac": "is/masked_frac",
+    "mean_weight": "is/mean_weight",
+    "onpolicy_rho": "is/onpolicy_rho",
+    "onpolicy_rho_min": "is/onpolicy_rho_min",
+    "onpolicy_rho_max": "is/onpolicy_rho_max",
+    "grad_norm": "train/grad_norm",
+    "turns": "train/turns",
+    "tokens": "train/tokens",
+}
+"""The metric name of each statistic :func:`update` returns (the namespaces: ``milepost.tracking``)."""
+
+
 def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
     n = max(len(episodes), 1)
     turns = [t for ep in episodes for t in ep.turns]
@@ -455,7 +469,7 @@ def train_rl(
             mstats |= _end_phase(cfg, mira, curricula.get(phase.levels), phase_outcomes, model, pool)
             phase_outcomes = []
         row: dict[str, Any] = {"iteration": done, "phase": phase.levels, **rollout_stats(episodes)}
-        row |= {f"train/{k}": v for k, v in upd.items()}
+        row |= {UPDATE_METRICS[k]: v for k, v in upd.items()}
         # Policy it's behaviour came from, and how many updates behind the trainer's weights it was.
         row |= {"rollout/policy_version": source.version, "train/staleness": it - source.version}
         row |= mstats

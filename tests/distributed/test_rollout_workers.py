@@ -68,7 +68,7 @@ def test_two_rollout_workers_train_like_one_process(tiny_model_dir: Path, data4:
     for x, y in zip(a, b):
         exact = {k: v for k, v in x.items() if k.startswith("rollout/") or k in ("iteration", "train/turns")}
         assert exact == {k: y[k] for k in exact}  # the same episodes: successes, turns, tokens, lengths
-        assert y["train/loss"] == pytest.approx(x["train/loss"], rel=1e-4, abs=1e-6)
+        assert y["loss/policy"] == pytest.approx(x["loss/policy"], rel=1e-4, abs=1e-6)
     # Iteration 2 was played by the actors with the weights of the first update: pushed, not the initial ones.
     from safetensors.torch import load_file
 

@@ -70,7 +70,7 @@ def training_run(tmp_path: Path) -> Path:
     cfg = TrainConfig(name="rl", data=str(tmp_path / "ds4"))
     (run / "config.yaml").write_text(to_yaml(cfg))
     rows = [
-        {"iteration": i, "phase": "", "rollout/success": s, "rollout/turns": 8.0, "train/loss": -1.0}
+        {"iteration": i, "phase": "", "rollout/success": s, "rollout/turns": 8.0, "loss/policy": -1.0}
         for i, s in enumerate([0.0, 0.25, 0.5, 0.5, 0.75, 1.0], start=1)
     ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -57,15 +57,15 @@ def _cfg(data: Path, **rollout: Any) -> TrainConfig:
 
 def test_hf_rollouts_go_through_the_seam_with_versions_and_staleness(data4: Path, tmp_path: Path) -> None:
     train_rl(_cfg(data4), tmp_path / "every", progress=False)
-    rows = [r for r in read_jsonl(tmp_path / "every" / "metrics.jsonl") if "train/loss" in r]
+    rows = [r for r in read_jsonl(tmp_path / "every" / "metrics.jsonl") if "loss/policy" in r]
     assert [r["rollout/policy_version"] for r in rows] == [0, 1, 2]
     assert [r["train/staleness"] for r in rows] == [0, 0, 0]
     for r in rows:  # the shared-weights source samples from exactly the weights the loss scores
-        assert r["train/onpolicy_rho"] == pytest.approx(1.0, abs=1e-4)
+        assert r["is/onpolicy_rho"] == pytest.approx(1.0, abs=1e-4)
         assert math.isfinite(r["perf/sync_s"])
     # Pushing every second update: the middle rollout comes from a policy one update old, and says so.
     train_rl(_cfg(data4, sync_every=2), tmp_path / "stale", progress=False)
-    rows = [r for r in read_jsonl(tmp_path / "stale" / "metrics.jsonl") if "train/loss" in r]
+    rows = [r for r in read_jsonl(tmp_path / "stale" / "metrics.jsonl") if "loss/policy" in r]
     assert [r["rollout/policy_version"] for r in rows] == [0, 0, 2]
     assert [r["train/staleness"] for r in rows] == [0, 1, 0]
 

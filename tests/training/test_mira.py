@@ -219,7 +219,7 @@ def test_mira_run_pins_its_first_losses_and_resumes_exactly(data4: Path, tmp_pat
     rows = [json.loads(r) for r in _rows(tmp_path / "full")]
     assert rows[0]["phase"] == "warmup" and len(rows) == 3
     assert "NaN" not in (tmp_path / "full" / "metrics.jsonl").read_text()  # strict JSON
-    first = [rows[1]["train/loss"], rows[1]["critic/potential_loss"], rows[1]["critic/value_loss"]]
+    first = [rows[1]["loss/policy"], rows[1]["critic/potential_loss"], rows[1]["critic/value_loss"]]
     if PINNED_MIRA:
         assert first == pytest.approx(PINNED_MIRA, abs=2e-3)
     else:  # pragma: no cover - printed once to fill the constant

@@ -88,10 +88,10 @@ def _finite_run(cfg: TrainConfig, out: Path) -> list[dict]:
     rows = list(read_jsonl(out / "metrics.jsonl"))
     text = (out / "metrics.jsonl").read_text()
     assert "NaN" not in text and "Infinity" not in text
-    updates = [r for r in rows if "train/loss" in r]
+    updates = [r for r in rows if "loss/policy" in r]
     assert updates, "no policy update ran"
     for r in updates:
-        assert math.isfinite(r["train/loss"]) and math.isfinite(r["train/grad_norm"])
+        assert math.isfinite(r["loss/policy"]) and math.isfinite(r["train/grad_norm"])
     from safetensors.torch import load_file
 
     params = load_file(final / "model.safetensors")
@@ -103,10 +103,10 @@ def test_top_p_run_keeps_reinforce_losses_gradients_and_parameters_finite(data4:
     rows = _finite_run(_cfg(data4), tmp_path / "reinforce")
     for r in rows:
         # REINFORCE uses the importance weights, so it reports them; on-policy rho is scored before any step.
-        assert 0.0 <= r["train/masked_frac"] <= 1.0 and math.isfinite(r["train/mean_weight"])
-        assert r["train/onpolicy_rho"] == pytest.approx(1.0, abs=1e-4)
-        assert r["train/onpolicy_rho_min"] == pytest.approx(1.0, abs=1e-3)
-        assert r["train/onpolicy_rho_max"] == pytest.approx(1.0, abs=1e-3)
+        assert 0.0 <= r["is/masked_frac"] <= 1.0 and math.isfinite(r["is/mean_weight"])
+        assert r["is/onpolicy_rho"] == pytest.approx(1.0, abs=1e-4)
+        assert r["is/onpolicy_rho_min"] == pytest.approx(1.0, abs=1e-3)
+        assert r["is/onpolicy_rho_max"] == pytest.approx(1.0, abs=1e-3)
 
 
 def test_top_p_run_keeps_the_mse_objective_finite_and_logs_no_unused_weights(data4: Path, tmp_path: Path) -> None:
@@ -114,8 +114,8 @@ def test_top_p_run_keeps_the_mse_objective_finite_and_logs_no_unused_weights(dat
     rows = _finite_run(cfg, tmp_path / "mse")
     for r in rows:
         # The MSE regression does not use the importance weights: they are not reported.
-        assert "train/masked_frac" not in r and "train/mean_weight" not in r
-        assert r["train/onpolicy_rho"] == pytest.approx(1.0, abs=1e-4)
+        assert "is/masked_frac" not in r and "is/mean_weight" not in r
+        assert r["is/onpolicy_rho"] == pytest.approx(1.0, abs=1e-4)
 
 
 def test_bf16_rollouts_and_scoring_share_one_precision(data4: Path, tmp_path: Path) -> None:
@@ -124,10 +124,10 @@ def test_bf16_rollouts_and_scoring_share_one_precision(data4: Path, tmp_path: Pa
     cfg.rl.iterations, cfg.rl.minibatches = 1, 1
     cfg.rl.is_low, cfg.rl.is_high = 0.995, 1.01  # the paper's Geo-MIS thresholds
     train_rl(cfg, tmp_path / "bf16", progress=False)
-    (row,) = [r for r in read_jsonl(tmp_path / "bf16" / "metrics.jsonl") if "train/loss" in r]
+    (row,) = [r for r in read_jsonl(tmp_path / "bf16" / "metrics.jsonl") if "loss/policy" in r]
     # Both sides under bf16 autocast: on-policy turns sit well inside [C_low, C_high], none masked.
-    assert 0.995 < row["train/onpolicy_rho_min"] <= row["train/onpolicy_rho_max"] < 1.005
-    assert row["train/masked_frac"] == 0.0
+    assert 0.995 < row["is/onpolicy_rho_min"] <= row["is/onpolicy_rho_max"] < 1.005
+    assert row["is/masked_frac"] == 0.0
 
 
 def test_terminal_potential_zero_is_policy_invariant_and_label_pays_partial_credit() -> None:

@@ -96,7 +96,7 @@ def sft_model(tiny_fixed: Path, data4: Path, tmp_path_factory: pytest.TempPathFa
 
 def test_sft_pins_its_first_losses_and_learns(sft_model: Path) -> None:
     rows = list(read_jsonl(sft_model.parent / "metrics.jsonl"))
-    losses = [r["train/sft_loss"] for r in rows]
+    losses = [r["loss/sft"] for r in rows]
     if PINNED_SFT_LOSSES:
         assert losses[:3] == pytest.approx(PINNED_SFT_LOSSES, abs=2e-3)
     else:  # pragma: no cover - printed once to fill the constant
@@ -152,9 +152,9 @@ def test_rl_resume_matches_the_uninterrupted_run(
     # wrong temperature gives about 0.5); nothing was masked.
     for row in map(json.loads, rows("full")):
         assert row["train/turns"] > 0
-        assert row["train/onpolicy_rho"] == pytest.approx(1.0, abs=1e-3)
-        assert row["train/masked_frac"] == 0.0
-        assert 0.85 <= row["train/mean_weight"] <= 1.15
+        assert row["is/onpolicy_rho"] == pytest.approx(1.0, abs=1e-3)
+        assert row["is/masked_frac"] == 0.0
+        assert 0.85 <= row["is/mean_weight"] <= 1.15
     other = _cfg(sft_model, data4, normalisation="none", lr=5e-4)
     with pytest.raises(InputError, match="different config"):
         train_rl(other, tmp_path / "cut", resume=True, progress=False)
@@ -199,6 +199,6 @@ def test_sft_with_length_grouped_batches_learns(tiny_fixed: Path, data4: Path, t
     cfg = _cfg(tiny_fixed, data4)
     cfg.sft.group_by_length = True
     final = train_sft(cfg, tmp_path / "grouped", progress=False)
-    losses = [r["train/sft_loss"] for r in read_jsonl(final.parent / "metrics.jsonl")]
+    losses = [r["loss/sft"] for r in read_jsonl(final.parent / "metrics.jsonl")]
     assert losses[-1] < losses[0] * 0.7
     assert losses[:3] != pytest.approx(PINNED_SFT_LOSSES, abs=2e-3)  # other batches than the plain shuffle

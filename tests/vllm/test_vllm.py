@@ -221,13 +221,13 @@ def _train_args(data: Path, out: Path, backend: str) -> list[str]:
 
 
 def _check_run(out: Path) -> list[dict]:
-    rows = [r for r in read_jsonl(out / "metrics.jsonl") if "train/loss" in r]
+    rows = [r for r in read_jsonl(out / "metrics.jsonl") if "loss/policy" in r]
     assert [r["rollout/policy_version"] for r in rows] == [0, 1]
     assert [r["train/staleness"] for r in rows] == [0, 0]
     for r in rows:  # vLLM's behaviour log-probs are the trainer's own scoring of the same tokens
-        assert r["train/onpolicy_rho"] == pytest.approx(1.0, abs=1e-3)
-        assert r["train/onpolicy_rho_min"] == pytest.approx(1.0, abs=1e-3)
-        assert r["train/onpolicy_rho_max"] == pytest.approx(1.0, abs=1e-3)
+        assert r["is/onpolicy_rho"] == pytest.approx(1.0, abs=1e-3)
+        assert r["is/onpolicy_rho_min"] == pytest.approx(1.0, abs=1e-3)
+        assert r["is/onpolicy_rho_max"] == pytest.approx(1.0, abs=1e-3)
     assert (out / "final" / "model.safetensors").is_file()
     return rows
 
@@ -236,7 +236,7 @@ def test_milepost_train_with_in_process_vllm_rollouts(data4: Path, tmp_path: Pat
     done = _milepost(*_train_args(data4, tmp_path / "run", "vllm"))
     assert done.returncode == 0, done.stderr[-3000:]
     rows = _check_run(tmp_path / "run")
-    _report("onpolicy_rho_in_process", rows[-1]["train/onpolicy_rho"])
+    _report("onpolicy_rho_in_process", rows[-1]["is/onpolicy_rho"])
 
 
 def test_milepost_eval_with_the_vllm_policy(data4: Path, tmp_path: Path) -> None:
@@ -308,7 +308,7 @@ def test_milepost_train_with_vllm_server_rollouts(vllm_server: tuple[str, Path],
     done = _milepost(*_train_args(data4, out, f"openai:sudoku4@{url}"))
     assert done.returncode == 0, done.stderr[-3000:]
     rows = _check_run(out)
-    _report("onpolicy_rho_server", rows[-1]["train/onpolicy_rho"])
+    _report("onpolicy_rho_server", rows[-1]["is/onpolicy_rho"])
     # The weight sync through the server's reload route: push the final policy (one update past the last
     # pushed one), then the server's log-probs of its completions equal the trainer's recompute.
     model, tokenizer = load_model(out / "final", torch.device("cpu"), torch.float32)
