@@ -57,6 +57,7 @@ def main() -> None:
     from milepost.envs.levels import parse_levels
     from milepost.envs.sudoku.dataset import build_dataset
     from milepost.io import atomic_write_json, atomic_write_text, read_jsonl
+    from milepost.tracking import read_metrics
     from milepost.training.config import TrainConfig
     from milepost.training.trainer import evaluate_policy, train_rl
 
@@ -138,7 +139,7 @@ def main() -> None:
             "levels": {lv["level"]: lv for lv in metrics["levels"]},
             **target_stats(out),
         }
-    curve = [r for r in read_jsonl(run / "metrics.jsonl") if r.get("phase") != "warmup"]
+    curve = [r for r in read_metrics(run / "metrics.jsonl") if r.get("phase") != "warmup"]
     periodic_rows = list(read_jsonl(run / "eval.jsonl")) if (run / "eval.jsonl").exists() else []
     test_curve = [{"iteration": r["iteration"], "avg": mean_avg(r["levels"])} for r in periodic_rows if r["levels"]]
     start_row = table["start, target prompt"]["levels"]
@@ -158,7 +159,7 @@ def main() -> None:
         "eval": {"n": cfg.eval.n, "limit": cfg.eval.limit, "levels": cfg.levels},
         "table": table,
         "training": [
-            {k: r.get(k) for k in ("iteration", "rollout/success", "rollout/subgoals", "train/loss")} for r in curve
+            {k: r.get(k) for k in ("iteration", "rollout/success", "rollout/subgoals", "loss/policy")} for r in curve
         ],
         "test_curve": test_curve,
         "timings_s": {k: round(v, 1) for k, v in used.items()},
