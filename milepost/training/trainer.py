@@ -11,7 +11,6 @@ what the uninterrupted run would have done.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import time
@@ -29,7 +28,7 @@ from milepost.config import to_yaml
 from milepost.distributed.fsdp import FSDP
 from milepost.distributed.fsdp import setup as fsdp_setup
 from milepost.evaluation.runner import EvalSpec, evaluate
-from milepost.io import append_jsonl, atomic_write_text, read_jsonl
+from milepost.io import append_jsonl
 from milepost.progress import progress_bar
 from milepost.rewards.milestone import segment_ends
 from milepost.rollout import RolloutSource, make_rollout_source, special_ids
@@ -313,14 +312,6 @@ def _end_phase(
     return stats
 
 
-def _truncate_metrics(path: Path, last_iteration: int) -> None:
-    """Drop metric rows written after the checkpoint a run resumes from (they will be written again)."""
-    if not path.exists():
-        return
-    rows = [r for r in read_jsonl(path) if r.get("iteration", 0) <= last_iteration]
-    atomic_write_text(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
-
-
 def train_rl(
     cfg: TrainConfig,
     out_dir: str | Path,
@@ -392,8 +383,8 @@ def train_rl(
 
             source = WorkerSource(cfg, source, tokenizer, run_dir)
         source.sync(model, tokenizer, start)  # the generator starts on the weights training starts from
-    if ckpt is not None and main:
-        _truncate_metrics(run_dir / "metrics.jsonl", start)
+    # Rows a killed session wrote after its last checkpoint are dropped by the tracker when this session logs
+    # its first row (Tracker._begin), for SFT and RL alike.
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
     policy: Any = BackendPolicy(source.backend, settings) if main else None  # FSDP: rank 0 alone generates
     make = None
