@@ -7,8 +7,8 @@ one such folder per evaluation (``eval-NNNNNN``). Both exports read those.
 model saw them, then the answer as the assistant message (the conversational format of TRL's ``SFTTrainer``),
 with the turn's recorded ``prompt_ids``, ``completion_ids`` and behaviour ``logprobs`` alongside. An episode does
 not store its prompts, so each one is played again through the real environment and agent loop
-(``run_episodes`` with ``LiveEpisode.messages``, as ``milepost.training.sft`` replays a teacher), answering with
-the recorded texts; the replay must reach the recorded observations and actions, else the export stops.
+(``run_episodes`` with ``backends.scripted.ReplayPolicy``, as ``milepost.training.sft`` replays a teacher),
+answering with the recorded texts; the replay must reach the recorded observations and actions, else the export stops.
 
 **Table** (``turn_table``): one row per turn, the episode's fields beside the turn's, reward terms as columns,
 token ids and log-probs as list columns. It needs neither the dataset nor a replay.
@@ -25,7 +25,7 @@ from typing import Any
 
 from milepost.errors import InputError
 from milepost.io import read_jsonl
-from milepost.types import REWARD_TERM_NAMES, Completion, Episode, Task
+from milepost.types import REWARD_TERM_NAMES, Episode, Task
 
 EPISODES = "episodes.jsonl"
 FORMATS = ("chat", "parquet")
@@ -181,31 +181,6 @@ def turn_table(runs: Sequence[RunEpisodes]) -> Any:
 # Chat conversations
 
 
-class _Replay:
-    """A scripted policy that answers each live episode with its recorded texts, in order, and keeps the messages
-    each prompt was built from. ``Job.sample`` indexes ``recorded``. After the recording ends it answers with a
-    backend error, which ends the episode as the recorded one ended (an episode cut by a backend error or a
-    context overflow has no turn for that call)."""
-
-    name = "replay"
-    scripted = True
-
-    def __init__(self, recorded: Sequence[Episode]) -> None:
-        self.recorded = recorded
-        self.messages: dict[int, list[list[dict[str, str]]]] = {}
-
-    def act(self, episodes: Sequence[Any]) -> list[Completion]:
-        out = []
-        for ep in episodes:
-            turns = self.recorded[ep.job.sample].turns
-            if len(ep.turns) >= len(turns):
-                out.append(Completion([], [], None, "", "error", "end of the recording"))
-                continue
-            self.messages.setdefault(ep.job.sample, []).append(ep.messages())
-            out.append(Completion([], [], None, turns[len(ep.turns)].text, "stop"))
-        return out
-
-
 def _spec(run: RunEpisodes, data: str | Path | None) -> Any:
     """The ``EvalSpec`` of a run's ``run.json`` (``data`` overrides the dataset it names)."""
     from milepost.agent.loop import AgentSettings
@@ -245,6 +220,7 @@ def chat_rows(runs: Sequence[RunEpisodes], data: str | Path | None = None, *, pr
             replay that does not reach the recorded observation and actions.
     """
     from milepost.agent.loop import Job, episode_seed, run_episodes
+    from milepost.backends.scripted import ReplayPolicy
     from milepost.datasets import load_tasks
     from milepost.envs import make_env
     from milepost.evaluation.proxy import board_prompt
@@ -261,7 +237,7 @@ def chat_rows(runs: Sequence[RunEpisodes], data: str | Path | None = None, *, pr
             want = episode_seed(spec.seed, Job(tasks[ep.task_id], ep.sample))
             if ep.seed != want:
                 raise InputError(f"{file}:{line}: seed {ep.seed}, but run.json's seed {spec.seed} gives {want}")
-        replay = _Replay(run.episodes)
+        replay = ReplayPolicy(run.episodes, keep_messages=True)
         if spec.single_turn and spec.env == "sudoku":  # the short-horizon proxy's own one-turn prompt
             replay.messages = {i: [board_prompt(tasks[ep.task_id])] for i, ep in enumerate(run.episodes) if ep.turns}
         elif run.episodes:

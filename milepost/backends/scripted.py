@@ -161,3 +161,49 @@ def scripted_policy(spec: PolicySpec, tokenizer: Any = None) -> ScriptedPolicy:
         p, mode = spec.noise
         return ScriptedPolicy(spec.kind, p, mode, tokenizer=tokenizer)
     return ScriptedPolicy(spec.kind, tokenizer=tokenizer)
+
+
+class ReplayPolicy:
+    """Answers each live episode with a recorded episode's texts, in order (``Job.sample`` indexes ``recorded``),
+    so recorded episodes can be played again through the real environment and agent loop: SFT from a teacher's
+    episodes (in the student's prompts) and the chat export (the prompts exactly as the model saw them).
+
+    ``encode`` (messages -> prompt ids) and ``tokenizer`` (answer text -> ids) fill the completions' token ids
+    when a caller trains on them; without them the ids stay empty. With ``keep_messages`` the messages each
+    prompt was built from are kept per sample in ``messages``. After the recording ends it answers with a
+    backend error, which ends the episode as the recorded one ended (an episode cut by a backend error or a
+    context overflow has no turn for that call).
+    """
+
+    name = "replay"
+    scripted = True
+
+    def __init__(
+        self,
+        recorded: Sequence[Any],
+        *,
+        encode: Callable[[list[dict[str, str]]], list[int]] | None = None,
+        tokenizer: Any = None,
+        keep_messages: bool = False,
+    ) -> None:
+        self.recorded = recorded
+        self.encode = encode
+        self.tokenizer = tokenizer
+        self.keep_messages = keep_messages
+        self.messages: dict[int, list[list[dict[str, str]]]] = {}
+
+    def act(self, episodes: Sequence[Any]) -> list[Completion]:
+        out = []
+        for ep in episodes:
+            turns = self.recorded[ep.job.sample].turns
+            if len(ep.turns) >= len(turns):
+                out.append(Completion([], [], None, "", "error", "end of the recording"))
+                continue
+            text = turns[len(ep.turns)].text
+            messages = ep.messages()
+            if self.keep_messages:
+                self.messages.setdefault(ep.job.sample, []).append(messages)
+            prompt = self.encode(messages) if self.encode is not None else []
+            ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer is not None else []
+            out.append(Completion(prompt, ids, None, text, "stop"))
+        return out

@@ -26,7 +26,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -34,7 +33,7 @@ from milepost.agent.loop import Job, run_episodes
 from milepost.backends.base import GenerationRequest
 from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
 from milepost.backends.logprobs import sequence_logprobs
-from milepost.backends.scripted import ScriptedPolicy
+from milepost.backends.scripted import ReplayPolicy, ScriptedPolicy
 from milepost.config import to_yaml
 from milepost.datasets import load_tasks
 from milepost.errors import InputError
@@ -60,7 +59,7 @@ from milepost.training.setup import (
     make_agent,
     select_tasks,
 )
-from milepost.types import Completion, Episode, Task, Turn
+from milepost.types import Episode, Task, Turn
 
 
 @dataclass
@@ -120,29 +119,6 @@ def demonstrations(
     if not examples:
         raise InputError("no SFT demonstrations: every demonstration turn was an error")
     return examples
-
-
-class ReplayPolicy:
-    """Answers each live episode's turns with a recorded episode's texts, in order (``Job.sample`` indexes
-    ``recorded``), so a teacher's episode can be played again in the student's prompts; after the recording
-    ends it answers with an empty text."""
-
-    name = "replay"
-    scripted = True
-
-    def __init__(self, recorded: Sequence[Episode], tokenizer: Any, encode: Any) -> None:
-        self.recorded = recorded
-        self.tokenizer = tokenizer
-        self.encode = encode
-
-    def act(self, episodes: Sequence[Any]) -> list[Completion]:
-        out = []
-        for ep in episodes:
-            turns = self.recorded[ep.job.sample].turns
-            text = turns[len(ep.turns)].text if len(ep.turns) < len(turns) else ""
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
-            out.append(Completion(self.encode(ep.messages()), ids, None, text, "stop"))
-        return out
 
 
 def read_episodes(paths: Sequence[str]) -> list[Episode]:
@@ -212,7 +188,7 @@ def trajectory_examples(
     by_size: dict[int, list[int]] = {}
     for i, ep in enumerate(use):
         by_size.setdefault(train[ep.task_id].size, []).append(i)
-    policy = ReplayPolicy(use, backend.tokenizer, encode)
+    policy = ReplayPolicy(use, encode=encode, tokenizer=backend.tokenizer)
     settings = agent_settings(cfg)
     for size, indices in by_size.items():
         replayed = run_episodes(

@@ -385,6 +385,19 @@ def train_rl(
         source.sync(model, tokenizer, start)  # the generator starts on the weights training starts from
     # Rows a killed session wrote after its last checkpoint are dropped by the tracker when this session logs
     # its first row (Tracker._begin), for SFT and RL alike.
+
+    def evaluate_and_log(folder: Path, done: int, *, progress: bool, final: bool = False) -> None:
+        """Evaluate the current weights into ``folder`` (every rank syncs; rank 0 plays), then record the result in
+        ``eval.jsonl`` and the logging backends at iteration ``done``."""
+        source.sync(model, tokenizer, done)
+        if main:
+            result = evaluate_policy(cfg, source.backend, folder, cfg.name, progress=progress)
+            append_jsonl(
+                run_dir / "eval.jsonl",
+                {"iteration": done, "levels": result["levels"], **({"final": True} if final else {})},
+            )
+            tracker.log_eval(done, result["levels"])
+
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
     policy: Any = BackendPolicy(source.backend, settings) if main else None  # FSDP: rank 0 alone generates
     make = None
@@ -490,11 +503,7 @@ def train_rl(
                         run_dir, done, model, tokenizer, optimizer, None, config_yaml, extra_state=extra_state
                     )
         if cfg.eval.every and done % cfg.eval.every == 0 and done < cfg.rl.iterations:
-            source.sync(model, tokenizer, done)
-            if main:
-                result = evaluate_policy(cfg, source.backend, run_dir / f"eval-{done:06d}", cfg.name, progress=False)
-                append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"]})
-                tracker.log_eval(done, result["levels"])
+            evaluate_and_log(run_dir / f"eval-{done:06d}", done, progress=False)
         if stop_after is not None and done >= stop_after:
             bar.close()
             tracker.close()
@@ -502,11 +511,7 @@ def train_rl(
             return run_dir
     bar.close()
     if final_eval:
-        source.sync(model, tokenizer, done)
-        if main:
-            result = evaluate_policy(cfg, source.backend, run_dir / "eval", cfg.name, progress=progress)
-            append_jsonl(run_dir / "eval.jsonl", {"iteration": done, "levels": result["levels"], "final": True})
-            tracker.log_eval(done, result["levels"])
+        evaluate_and_log(run_dir / "eval", done, progress=progress, final=True)
     tracker.close()  # and RUN/training.png
     source.close()
     final = run_dir / "final"
