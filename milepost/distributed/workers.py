@@ -3,13 +3,15 @@
 Each actor holds its environments and its policy (a local ``hf`` / ``vllm`` model, a client of a shared server,
 or a scripted policy), built once inside the actor by a picklable *kit builder*. The driver hands each idle
 actor a chunk of jobs, collects the finished episodes (``ledger.EpisodeLedger``: first result per id wins) and,
-when an actor dies (``ray.exceptions.ActorDiedError``: the process exited, the node went away), puts the
-chunk's episodes back on the queue, replaces the actor and carries on. An episode's seed derives from its id,
-so a replayed episode is the episode the dead worker would have returned; ``--workers 2`` equals
-``--workers 0`` episode for episode.
+when a chunk comes back as an error or not at all (the actor or its node died, Ray's memory monitor killed it,
+the result object was lost, the actor's code raised, no answer within the timeout: ``recovery``), puts the
+chunk's episodes back on the queue, replaces the actor when it is gone, and carries on. An episode's seed
+derives from its id, so a replayed episode is the episode the lost call would have returned; ``--workers 2``
+equals ``--workers 0`` episode for episode.
 
 Ray is an optional extra (``pip install 'milepost[ray]'``). Without ``RAY_ADDRESS`` the driver starts a local
-cluster; with it (``ray start --head`` on a cluster) it joins that cluster.
+one-node cluster that listens on 127.0.0.1 only (:func:`init_ray`); with it (``ray start --head`` on a cluster)
+it joins that cluster, whose network exposure is its operator's to secure (``docs/scaling.md``).
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ from typing import Any
 
 from milepost.agent.loop import Agent, AgentSettings, Job, run_episodes
 from milepost.distributed.ledger import Attempt, EpisodeId, EpisodeLedger, LedgerCounts, episode_id
-from milepost.errors import InputError
+from milepost.distributed.recovery import Recovery, WorkersLost, WorkerTimeouts, reason, recovery
+from milepost.errors import InputError, MilepostError
 from milepost.progress import progress_bar
 from milepost.types import Episode
 
 log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass
@@ -62,21 +67,39 @@ class EvalKit:
         return WorkerKit(lambda: make_env(name, **kwargs), policy, self.spec.settings, build_agent(self.spec, policy))
 
 
+@dataclass(frozen=True)
+class Fault:
+    """An injected failure (tests and benchmarks): the first ``times`` attempts of an episode end, as the episode
+    finishes and before its chunk is returned, in ``kind``: ``exit`` (the process exits: ``ActorDiedError``),
+    ``raise`` (a ``RuntimeError`` in the actor: ``RayTaskError``, the actor lives) or ``hang`` (the actor sleeps
+    until the driver's episode timeout kills it)."""
+
+    times: int
+    kind: str = "exit"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("exit", "raise", "hang"):
+            raise ValueError(f"fault kind must be exit, raise or hang, got {self.kind!r}")
+
+
+Faults = dict[EpisodeId, int | Fault]
+"""Injected failures by episode id; an int ``n`` is ``Fault(n, "exit")``."""
+
+
 class RolloutWorker:
     """The actor: builds its kit once, then plays chunks of jobs with ``agent.loop.run_episodes``.
 
-    ``faults`` injects deaths for tests and benchmarks: ``{episode id: n}`` makes the first ``n`` attempts of
-    that episode kill the worker process (``os._exit``) as the episode finishes, before the chunk is returned.
+    ``faults`` injects failures for tests and benchmarks (see :class:`Fault`).
     """
 
-    def __init__(self, build: KitBuilder, faults: dict[EpisodeId, int] | None = None) -> None:
+    def __init__(self, build: KitBuilder, faults: Faults | None = None) -> None:
         try:
             import torch
 
             torch.set_num_threads(1)  # one core per actor: Ray schedules actors by CPU
         except ImportError:  # scripted policies need no torch
             pass
-        self.faults = dict(faults or {})
+        self.faults = {k: Fault(v) if isinstance(v, int) else v for k, v in (faults or {}).items()}
         self.error: str | None = None
         self.kit: WorkerKit | None = None
         try:
@@ -103,11 +126,20 @@ class RolloutWorker:
         """Play the chunk's jobs (run seed ``seed``); the episodes as dicts (``Episode.to_dict``)."""
         if self.kit is None:
             raise InputError(self.error or "worker kit not built")
-        doomed = {episode_id(a.job) for a in chunk if self.faults.get(episode_id(a.job), 0) > a.attempt}
+        doomed = {}
+        for a in chunk:
+            fault = self.faults.get(episode_id(a.job))
+            if fault is not None and fault.times > a.attempt:
+                doomed[episode_id(a.job)] = fault.kind
 
         def check(ep: Episode) -> None:
-            if (ep.task_id, ep.sample) in doomed:
-                os._exit(17)  # injected fault: the process dies, its chunk never returns
+            kind = doomed.get((ep.task_id, ep.sample))
+            if kind == "exit":
+                os._exit(17)  # the process dies, its chunk never returns
+            elif kind == "raise":
+                raise RuntimeError(f"injected fault at episode {(ep.task_id, ep.sample)}")
+            elif kind == "hang":
+                time.sleep(10**6)
 
         kit = self.kit
         episodes = run_episodes(
@@ -137,18 +169,51 @@ def worker_gpus() -> float:
 
 
 def init_ray(num_cpus: int | None = None) -> Any:
-    """Import Ray and join the cluster ``RAY_ADDRESS`` names, or start a local one (``num_cpus`` cores)."""
+    """Import Ray and join the cluster ``RAY_ADDRESS`` names, or start a local one (``num_cpus`` cores) whose
+    every server listens on 127.0.0.1 only (a Ray cluster runs any code a client sends it)."""
     try:
         import ray
     except ImportError:
         raise InputError("--workers needs Ray: pip install 'milepost[ray]'") from None
-    if not ray.is_initialized():
-        address = os.environ.get("RAY_ADDRESS")
-        if address:
-            ray.init(address=address, logging_level=logging.WARNING)
-        else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+    if ray.is_initialized():
+        return ray
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, logging_level=logging.WARNING)
+    else:
+        _start_local_cluster(ray, num_cpus)
     return ray
+
+
+def _start_local_cluster(ray: Any, num_cpus: int | None) -> None:
+    """Start a one-node Ray cluster bound to loopback, and check that it is.
+
+    Ray's gRPC servers (GCS, raylet, every worker's core worker) listen on 127.0.0.1 when the node's address is
+    127.0.0.1 and on every interface otherwise (``src/ray/rpc/grpc_server.cc``, ``listen_to_localhost_only``).
+    ``ray.init(_node_ip_address="127.0.0.1")`` does not get there on Linux: ``ray/_private/worker.py`` ``init``
+    passes it to ``services.resolve_ip_for_localhost``, which swaps a loopback address for the machine's routable
+    one. Ray's single-node mode (its default on macOS and Windows) does: with ``ray_constants.ENABLE_RAY_CLUSTER``
+    false (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``, read once at import in ``ray/_private/ray_constants.py``),
+    ``services.get_node_ip_address`` answers 127.0.0.1 (``ray/_private/services.py``) and the GCS, the raylet,
+    the workers and the runtime-env agent bind there. The flag is set for the start only (joining a remote
+    cluster later in this process needs the routable address; after ``init`` Ray reads the node's own address),
+    and the result is checked, so a Ray that changes the mechanism fails closed rather than open.
+    """
+    from ray._private import ray_constants
+
+    before = getattr(ray_constants, "ENABLE_RAY_CLUSTER", True)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, dashboard_host=LOOPBACK, logging_level=logging.WARNING)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+    address = ray.util.get_node_ip_address()
+    if address != LOOPBACK:
+        ray.shutdown()
+        raise MilepostError(
+            f"Ray started its local cluster on {address}, not {LOOPBACK}; refusing to expose it. "
+            "Start a cluster you have secured and set RAY_ADDRESS (docs/scaling.md)"
+        )
 
 
 @dataclass
@@ -159,7 +224,16 @@ class WorkerRun:
     """one per submitted job, in job order"""
     counts: LedgerCounts
     recoveries_s: list[float] = field(default_factory=list)
-    """per actor death: seconds from the death being seen to the replacement actor being ready"""
+    """per replaced actor: seconds from the failure being seen to the replacement being ready"""
+
+
+@dataclass
+class _Call:
+    """A chunk out on an actor: the actor's slot, the chunk, and the time (``time.monotonic``) it is due by."""
+
+    slot: int
+    chunk: list[Attempt]
+    due: float
 
 
 class WorkerPool:
@@ -168,42 +242,105 @@ class WorkerPool:
     Args:
         build: builds each actor's kit (environments, policy, settings, agent) inside the actor.
         workers: actors (>= 1), one CPU each.
-        faults: injected worker deaths (see :class:`RolloutWorker`); tests and benchmarks only.
+        faults: injected failures (see :class:`Fault`); tests and benchmarks only.
+        timeouts: how long to wait on Ray (default: :meth:`WorkerTimeouts.from_env`).
     """
 
-    def __init__(self, build: KitBuilder, workers: int, faults: dict[EpisodeId, int] | None = None) -> None:
+    def __init__(
+        self,
+        build: KitBuilder,
+        workers: int,
+        faults: Faults | None = None,
+        timeouts: WorkerTimeouts | None = None,
+    ) -> None:
         if workers < 1:
             raise InputError(f"workers must be >= 1, got {workers}")
+        self.timeouts = timeouts if timeouts is not None else WorkerTimeouts.from_env()
         self.ray = init_ray()
         self.build = build
         self.faults = faults
         self.weights: Any = None  # the object ref of the last pushed weights: replacements load them too
+        # No Ray-side restarts or task retries: the ledger replays lost episodes exactly once (ledger.py).
         options = {"num_cpus": 1, "num_gpus": worker_gpus(), "max_restarts": 0, "max_task_retries": 0}
         self.actor_class = self.ray.remote(**options)(RolloutWorker)
-        self.actors = [self.actor_class.remote(build, faults) for _ in range(workers)]
-        try:
+        # None marks a slot whose actor was lost and could not be started again (retried at the next call).
+        self.actors: list[Any] = [self.actor_class.remote(build, faults) for _ in range(workers)]
+        try:  # all start at once; each is waited for in turn
             for actor in self.actors:
                 self._check_ready(actor)
+        except MilepostError:
+            self.close()
+            raise
+        except self._ray_error as exc:
+            self.close()
+            raise WorkersLost(f"a Ray worker could not start: {self._start_failure(exc)}") from None
         except BaseException:
             self.close()
             raise
 
+    @property
+    def _ray_error(self) -> type[BaseException]:
+        return self.ray.exceptions.RayError
+
+    def _start_failure(self, exc: BaseException) -> str:
+        if isinstance(exc, self.ray.exceptions.GetTimeoutError):
+            return (
+                f"not ready within {self.timeouts.start:.0f} s (MILEPOST_WORKER_START_TIMEOUT; the cluster may "
+                "have no free CPU or GPU for it)"
+            )
+        return reason(exc)
+
     def _check_ready(self, actor: Any) -> None:
-        error = self.ray.get(actor.ready.remote())
+        """Wait for ``actor``'s kit (and the last pushed weights) within the start timeout; raise what failed."""
+        error = self.ray.get(actor.ready.remote(), timeout=self.timeouts.start)
         if error is not None:
             raise InputError(error)
         if self.weights is not None:
-            self.ray.get(actor.load_weights.remote(self.weights))
+            self.ray.get(actor.load_weights.remote(self.weights), timeout=self.timeouts.start)
 
-    def _replace(self, i: int) -> None:
-        self.ray.kill(self.actors[i], no_restart=True)
-        self.actors[i] = self.actor_class.remote(self.build, self.faults)
-        self._check_ready(self.actors[i])
+    def _kill(self, actor: Any) -> None:
+        """Stop an actor and whatever it runs. Ray forbids ``ray.cancel(force=True)`` on actor tasks and a plain
+        cancel only flags a running one (``ray/_private/worker.py`` ``cancel``): ``ray.kill`` is its way."""
+        try:
+            self.ray.kill(actor, no_restart=True)
+        except Exception as exc:  # already gone, or the cluster is shutting down: nothing left to stop
+            log.debug("killing a worker: %s", reason(exc))
+
+    def _restart(self, i: int) -> bool:
+        """Replace actor ``i`` by a new one; False (the slot left empty) when the new one does not start."""
+        old, self.actors[i] = self.actors[i], None
+        if old is not None:
+            self._kill(old)
+        actor = self.actor_class.remote(self.build, self.faults)
+        try:
+            self._check_ready(actor)
+        except Exception as exc:
+            self._kill(actor)
+            if recovery(exc) is Recovery.RAISE:
+                raise
+            left = sum(a is not None for a in self.actors)
+            log.warning("worker %d could not be started again (%s); %d left", i, self._start_failure(exc), left)
+            return False
+        self.actors[i] = actor
+        return True
+
+    def _fetch(self, ref: Any, call: _Call) -> list[dict[str, Any]]:
+        """The episodes of a finished call (``call`` says which; tests inject failures here)."""
+        return self.ray.get(ref, timeout=self.timeouts.fetch)
 
     def push(self, state_dict: dict[str, Any]) -> None:
-        """Load new weights into every actor's model (put in the object store once, read by each)."""
+        """Load new weights into every actor's model (put in the object store once, read by each); an actor lost
+        meanwhile is replaced (the new one loads them as it starts)."""
         self.weights = self.ray.put(state_dict)
-        self.ray.get([actor.load_weights.remote(self.weights) for actor in self.actors])
+        refs = {i: a.load_weights.remote(self.weights) for i, a in enumerate(self.actors) if a is not None}
+        for i, ref in refs.items():
+            try:
+                self.ray.get(ref, timeout=self.timeouts.start)
+            except self._ray_error as exc:
+                if recovery(exc) is not Recovery.REPLACE:  # the weights do not fit the model: no retry helps
+                    raise _cause(exc) from None
+                log.warning("worker %d lost while loading weights (%s); replacing it", i, reason(exc))
+                self._restart(i)
 
     def play(
         self,
@@ -216,12 +353,18 @@ class WorkerPool:
         chunk_size: int | None = None,
         progress: bool = True,
     ) -> WorkerRun:
-        """Play ``jobs`` on the actors; every job ends in exactly one episode (see :func:`play_on_workers`)."""
-        from ray.exceptions import ActorUnavailableError, RayActorError
+        """Play ``jobs`` on the actors; every job ends in exactly one episode (see :func:`play_on_workers`).
 
+        Raises:
+            WorkersLost: every actor was lost and none could be started again (the episodes collected so far
+                have been passed to ``on_episode``).
+        """
         ray = self.ray
         jobs = list(jobs)
         ledger = EpisodeLedger(jobs, seed=seed, max_attempts=max_attempts, policy=policy_name)
+        for i, actor in enumerate(self.actors):
+            if actor is None:  # lost in an earlier call and not started again then
+                self._restart(i)
         workers = len(self.actors)
         if chunk_size is None:
             chunk_size = max(1, math.ceil(len(jobs) / (2 * workers)))
@@ -229,14 +372,26 @@ class WorkerPool:
         bar = progress_bar(
             total=len(jobs), desc=f"episodes [{workers} workers]", enabled=progress, unit="ep", leave=False
         )
+        inflight: dict[Any, _Call] = {}
+        idle = [i for i, actor in enumerate(self.actors) if actor is not None]
 
         def emit(ep: Episode) -> None:
             if on_episode is not None:
                 on_episode(ep)
             bar.update(1)
 
-        inflight: dict[Any, tuple[int, list[Attempt]]] = {}
-        idle = list(range(workers))
+        def lost(call: _Call, why: str, replace: bool) -> None:
+            log.warning("worker %d: %s; its %d episodes go back", call.slot, why, len(call.chunk))
+            for ep in ledger.lost(call.chunk, why):
+                emit(ep)
+            if not replace:
+                idle.append(call.slot)
+                return
+            seen = time.perf_counter()
+            if self._restart(call.slot):
+                recoveries.append(time.perf_counter() - seen)
+                idle.append(call.slot)
+
         try:
             while not ledger.done:
                 while idle:
@@ -244,39 +399,60 @@ class WorkerPool:
                     if not chunk:
                         break
                     i = idle.pop(0)
-                    inflight[self.actors[i].play.remote(chunk, seed)] = (i, chunk)
-                if not inflight:  # nothing queued and nothing running, yet not done: a ledger bug, not a hang
+                    due = time.monotonic() + self.timeouts.episode * len(chunk)
+                    inflight[self.actors[i].play.remote(chunk, seed)] = _Call(i, chunk, due)
+                if not inflight:
+                    if all(actor is None for actor in self.actors):
+                        raise WorkersLost(
+                            f"every Ray worker was lost and none could be started again; {ledger.counts.collected} "
+                            f"of {len(jobs)} episodes were collected (run again to play the rest)"
+                        )
                     raise RuntimeError("episode ledger stalled with episodes neither queued nor running")
-                ready, _ = ray.wait(list(inflight), num_returns=1)
+                wait_s = max(0.0, min(call.due for call in inflight.values()) - time.monotonic())
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=wait_s)
+                if not ready:  # the earliest call is overdue: its actor hangs (or its node is unreachable)
+                    now = time.monotonic()
+                    for ref, call in list(inflight.items()):
+                        if call.due <= now:
+                            del inflight[ref]
+                            limit = self.timeouts.episode * len(call.chunk)
+                            lost(call, f"no answer within {limit:.0f} s (MILEPOST_WORKER_EPISODE_TIMEOUT)", True)
+                    continue
                 for ref in ready:
-                    i, chunk = inflight.pop(ref)
+                    call = inflight.pop(ref)
                     try:
-                        rows = ray.get(ref)
-                    except (RayActorError, ActorUnavailableError) as exc:
-                        seen = time.perf_counter()
-                        log.warning("worker %d died (%s); its %d episodes go back", i, type(exc).__name__, len(chunk))
-                        for ep in ledger.lost(chunk, f"worker lost: {type(exc).__name__}"):
-                            emit(ep)
-                        self._replace(i)
-                        recoveries.append(time.perf_counter() - seen)
-                        idle.append(i)
+                        rows = self._fetch(ref, call)
+                    except self._ray_error as exc:
+                        action = recovery(exc)
+                        if action is Recovery.RAISE:
+                            raise _cause(exc) from None
+                        lost(call, f"worker lost: {reason(exc)}", action is Recovery.REPLACE)
                         continue
                     for row in rows:
                         ep = Episode.from_dict(row)
                         if ledger.collect(ep):
                             emit(ep)
-                    idle.append(i)
+                    idle.append(call.slot)
         finally:
             bar.close()
-            for ref in inflight:  # an interrupted call: nothing of it may land in a later one
-                ray.cancel(ref, force=True)
+            for call in inflight.values():  # an interrupted call: nothing of it may land in a later one
+                actor, self.actors[call.slot] = self.actors[call.slot], None
+                if actor is not None:
+                    self._kill(actor)
         episodes = [ledger.results[episode_id(job)] for job in jobs]
         return WorkerRun(episodes, ledger.counts, recoveries)
 
     def close(self) -> None:
         for actor in self.actors:
-            self.ray.kill(actor, no_restart=True)
+            if actor is not None:
+                self._kill(actor)
         self.actors = []
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The user's one-line error an actor raised (``RayTaskError(InputError)``), else ``exc`` itself."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, MilepostError) else exc
 
 
 def play_on_workers(
@@ -289,7 +465,8 @@ def play_on_workers(
     on_episode: Callable[[Episode], None] | None = None,
     max_attempts: int = 3,
     chunk_size: int | None = None,
-    faults: dict[EpisodeId, int] | None = None,
+    faults: Faults | None = None,
+    timeouts: WorkerTimeouts | None = None,
     progress: bool = True,
 ) -> WorkerRun:
     """Play ``jobs`` on ``workers`` Ray actors started for this call; every job ends in exactly one episode.
@@ -302,13 +479,14 @@ def play_on_workers(
         policy_name: names the policy in the records of infrastructure failures.
         on_episode: called once per episode id, as it is collected (``episodes.jsonl`` is appended this way).
         max_attempts: lost attempts per episode before it is recorded as an infrastructure failure.
-        chunk_size: jobs per actor call (default: half the jobs per worker, so a death costs little).
-        faults: injected worker deaths (see :class:`RolloutWorker`); tests and benchmarks only.
+        chunk_size: jobs per actor call (default: half the jobs per worker, so a lost call costs little).
+        faults: injected failures (see :class:`Fault`); tests and benchmarks only.
+        timeouts: how long to wait on Ray (default: :meth:`WorkerTimeouts.from_env`).
         progress: show a progress bar of collected episodes.
     """
     if workers < 1:
         raise InputError(f"--workers must be >= 0, got {workers}")
-    pool = WorkerPool(build, workers, faults)
+    pool = WorkerPool(build, workers, faults, timeouts)
     try:
         return pool.play(
             jobs,
