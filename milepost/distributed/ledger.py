@@ -3,9 +3,10 @@
 An episode is keyed by its id ``(task_id, sample)``; its seed derives from the id (``agent.loop.episode_seed``),
 so an episode played again on another worker replays exactly. The ledger hands out jobs in chunks, takes
 results back (the first result for an id wins; a later one is counted as a duplicate and dropped), and puts the
-jobs of a lost chunk (its worker died) back on the queue. After ``max_attempts`` lost attempts an episode is
-recorded as an infrastructure failure (``TerminationReason.BACKEND_ERROR``: left out of pass@k, counted in the
-report, played again by ``milepost eval --retry-failed``), never dropped silently.
+jobs of a lost chunk (its call came back as an error or not at all: ``recovery``) back on the queue. After
+``max_attempts`` lost attempts an episode is recorded as an infrastructure failure
+(``TerminationReason.BACKEND_ERROR``: left out of pass@k, counted in the report, played again by
+``milepost eval --retry-failed``), never dropped silently.
 
 Ray's own task retries are deliberately not used: they re-execute a task whose result may already have been
 produced (at-least-once); the ledger gives exactly-once collection on top of at-least-once execution.
@@ -43,7 +44,7 @@ class LedgerCounts:
     exhausted: int = 0
     """episodes whose every attempt was lost: recorded as infrastructure failures"""
     lost_chunks: int = 0
-    """chunks whose worker died before returning them"""
+    """chunks whose call came back as an error or not at all (the worker died, hung, raised, lost the result)"""
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class EpisodeLedger:
         return True
 
     def lost(self, chunk: Iterable[Attempt], reason: str) -> list[Episode]:
-        """A worker died holding ``chunk``: requeue its unfinished episodes, or give up on those out of attempts.
+        """The call holding ``chunk`` was lost: requeue its unfinished episodes, or give up on those out of attempts.
 
         Returns the infrastructure-failure episodes recorded for the exhausted ones (already collected).
         """

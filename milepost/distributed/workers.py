@@ -20,7 +20,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,7 @@ class Fault:
             raise ValueError(f"fault kind must be exit, raise or hang, got {self.kind!r}")
 
 
-Faults = dict[EpisodeId, int | Fault]
+Faults = Mapping[EpisodeId, int | Fault]
 """Injected failures by episode id; an int ``n`` is ``Fault(n, "exit")``."""
 
 

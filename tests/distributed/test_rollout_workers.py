@@ -11,6 +11,7 @@ import pytest
 
 from milepost.config import EnvConfig
 from milepost.datasets import write_dataset
+from milepost.distributed.workers import init_ray
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
 from milepost.io import read_jsonl
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.distributed
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False)
+    init_ray(num_cpus=2)  # the pool's own start: a one-node cluster on loopback
     yield
     ray.shutdown()
 

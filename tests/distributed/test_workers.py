@@ -17,7 +17,7 @@ import pytest
 from milepost.agent.loop import AgentSettings, Job, run_episodes
 from milepost.cli.main import main
 from milepost.datasets import load_tasks, write_dataset
-from milepost.distributed.workers import EvalKit, play_on_workers
+from milepost.distributed.workers import EvalKit, init_ray, play_on_workers
 from milepost.envs import make_env
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.distributed
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False)
+    init_ray(num_cpus=2)  # the pool's own start: a one-node cluster on loopback
     yield
     ray.shutdown()
 
