@@ -381,7 +381,7 @@ class WorkerPool:
             bar.update(1)
 
         def lost(call: _Call, why: str, replace: bool) -> None:
-            log.warning("worker %d: %s; its %d episodes go back", call.slot, why, len(call.chunk))
+            log.warning("worker %d: %s (its %d episodes go back)", call.slot, why, len(call.chunk))
             for ep in ledger.lost(call.chunk, why):
                 emit(ep)
             if not replace:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import pytest
 
 from milepost.agent.loop import AgentSettings, Job, run_episodes
 from milepost.datasets import write_dataset
-from milepost.distributed.recovery import WorkerTimeouts
+from milepost.distributed.recovery import WorkersLost, WorkerTimeouts
 from milepost.distributed.workers import EvalKit, Fault, WorkerPool, _Call, init_ray
 from milepost.envs import make_env
 from milepost.envs.sudoku import make_task
@@ -147,6 +148,41 @@ def test_every_failure_kind_is_recovered_exactly_once(
     # exit, ray.kill, hang, owner died: 4 replacements at least; the task errors keep their actor.
     assert c.lost_chunks >= 4 + 1 + 3 and len(run.recoveries_s) >= 4
     print(f"recovery under every failure kind: {c}, {len(run.recoveries_s)} actors replaced")
+
+
+@dataclass
+class BrokenLaterKit:
+    """An eval kit that can no longer be built once the file ``broken`` exists (a node that lost its GPU)."""
+
+    spec: Any
+    broken: str
+
+    def __call__(self) -> Any:
+        if Path(self.broken).exists():
+            raise RuntimeError("no device left on this node")
+        return EvalKit(self.spec, {"max_steps": 12, "size": 4})()
+
+
+def test_workers_that_cannot_be_replaced_end_the_call_in_one_line(cluster: None, dataset: Path, tmp_path: Path) -> None:
+    spec = EvalSpec(env="sudoku", data=str(dataset), policy="oracle", n=2, ks=[1], env_kwargs={"max_steps": 12}, seed=2)
+    from milepost.datasets import load_tasks
+
+    jobs = [Job(t, s) for t in load_tasks(str(dataset), "test") for s in range(2)]
+    killer = (jobs[2].task.task_id, jobs[2].sample)  # kills every worker it meets
+    flag = tmp_path / "broken"
+    timeouts = WorkerTimeouts(start=300, episode=60, fetch=60)
+    pool = WorkerPool(BrokenLaterKit(spec, str(flag)), 2, {killer: Fault(3, "exit")}, timeouts)
+    flag.touch()  # from now on no replacement starts
+    seen: list[tuple[str, int]] = []
+    try:
+        with pytest.raises(WorkersLost) as info:
+            pool.play(jobs, seed=2, on_episode=lambda ep: seen.append((ep.task_id, ep.sample)), chunk_size=2)
+    finally:
+        pool.close()
+    message = str(info.value)
+    assert "\n" not in message and "every Ray worker was lost" in message
+    assert f"{len(seen)} of {len(jobs)} episodes were collected" in message
+    assert len(seen) == len(set(seen)) and killer not in seen  # what was collected was passed on once
 
 
 def _listening(procs: list[Any]) -> list[tuple[str, str, int]]:
