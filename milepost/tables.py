@@ -7,12 +7,12 @@ text), so a reader never sees half a parquet file.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from milepost.errors import InputError
+from milepost.io import atomic_write
 
 HINT = "pip install 'milepost[hf]'"
 
@@ -28,18 +28,10 @@ def pyarrow() -> tuple[ModuleType, ModuleType]:
 
 
 def write_parquet(path: str | os.PathLike[str], table: Any) -> None:
-    """Write a ``pyarrow.Table`` to ``path`` through a temporary sibling and an atomic rename."""
+    """Write a ``pyarrow.Table`` to ``path`` through a temporary sibling and an atomic rename
+    (``milepost.io.atomic_write``: the user's umask, never over a non-regular file)."""
     _, pq = pyarrow()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: pq.write_table(table, str(tmp)))
 
 
 def read_parquet(path: str | os.PathLike[str], columns: list[str] | None = None) -> Any:

@@ -41,7 +41,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from milepost.errors import InputError
-from milepost.io import atomic_write_json, atomic_write_text
+from milepost.io import atomic_write_json, atomic_write_text, umask
 
 STATE_TREE = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
@@ -183,7 +183,7 @@ def save_checkpoint(
         (tmp / META_FILE).write_text(json.dumps({"step": step, "extra": extra or {}}), encoding="utf-8")
         manifest = {"sha256": {name: _sha256(tmp / name) for name in _files(tmp)}}
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700; a checkpoint is as readable as the run's other files
+        tmp.chmod(0o777 & ~umask())  # mkdtemp makes it 0700; a checkpoint is as readable as the run's other files
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
@@ -194,12 +194,6 @@ def save_checkpoint(
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return target
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _files(folder: Path) -> list[str]:
