@@ -24,7 +24,7 @@ from typing import Any
 
 from milepost.envs.records import first_problem
 from milepost.errors import InputError
-from milepost.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from milepost.io import atomic_write_json, atomic_write_jsonl, read_jsonl, umask
 from milepost.tables import HINT, pyarrow, read_parquet, write_parquet
 from milepost.types import Task
 
@@ -69,6 +69,7 @@ def write_dataset(
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
+        tmp.chmod(0o777 & ~umask())  # mkdtemp makes it 0700; the dataset is as readable as any folder the user makes
         for split, tasks in splits.items():
             if format == "parquet":
                 write_parquet(tmp / f"{split}.parquet", task_table(tasks))

@@ -60,3 +60,18 @@ def test_an_atomic_write_never_replaces_a_device_file() -> None:
     with pytest.raises(InputError, match="not a regular file"):
         atomic_write_text("/dev/null", "x")
     assert Path("/dev/null").is_char_device()
+
+
+def test_a_dataset_folder_and_its_files_honour_the_umask(tmp_path: Path) -> None:
+    from milepost.datasets import write_dataset
+    from milepost.envs.sudoku import make_task
+    from milepost.envs.sudoku.generator import generate_easy
+
+    task = make_task(*generate_easy(4, 3, 5, 0), level="S1", split="train", index=0)
+    old = os.umask(0o022)
+    try:
+        out = write_dataset(tmp_path / "d", {"train": [task], "test": []}, {})
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o644}
