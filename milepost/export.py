@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -381,8 +381,15 @@ def export_episodes(
     check_target(target, runs, path, overwrite=overwrite)  # before the replay, which can take minutes
     if format == "chat":
         rows = chat_rows(runs, data, progress=progress)
-        atomic_write_jsonl(target, rows)
+        _write(target, lambda: atomic_write_jsonl(target, rows))
         return target, len(rows)
     table = turn_table(runs)
-    write_parquet(target, table)
+    _write(target, lambda: write_parquet(target, table))
     return target, table.num_rows
+
+
+def _write(target: Path, write: Callable[[], None]) -> None:
+    try:
+        write()
+    except OSError as exc:  # a full disk, a read-only folder: the export is lost, the run is not
+        raise InputError(f"{target}: cannot write the export ({exc.strerror or type(exc).__name__})") from None

@@ -349,3 +349,22 @@ def test_an_eval_rerun_over_a_damaged_run_is_one_line(
     assert main([*argv, "--policy", "noisy-oracle:0.5", "--max-steps", "4", "--out", str(run)]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and err.startswith("milepost: error:") and "\n" not in err, err
+
+
+def test_a_failed_write_is_one_line_and_leaves_no_file(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    import errno
+
+    from milepost import tables
+
+    def full(table: Any, where: str) -> None:
+        Path(where).write_bytes(b"PAR1")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    pq = tables.pyarrow()[1]
+    monkeypatch.setattr(pq, "write_table", full)
+    code, err = _export(capsys, str(oracle_run), "--format", "parquet", "--out", str(tmp_path / "t.parquet"))
+    assert code == 2 and "No space left on device" in err and "\n" not in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -398,12 +398,14 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
 
 
 def _check_state(state: dict[str, Any]) -> None:
-    """Raise ``ValueError`` unless every tensor of the state is finite floating point (ints only for step
-    counters), the optimizer's hyperparameters are finite and in range, and its state entries are tensors."""
+    """Raise ``ValueError`` unless every floating-point tensor of the state is finite, the optimizer's and
+    scheduler's tensors are floating point (step counters aside), the optimizer's hyperparameters are finite and
+    in range, and its state entries are tensors. ``extra_state`` may hold integer tensors (counts, token ids)."""
 
     def tensors(node: Any, where: str) -> None:
         if isinstance(node, torch.Tensor):
-            if node.dtype == torch.bool or (not node.is_floating_point() and not where.endswith("step")):
+            integral_ok = where.startswith("extra_state") or (where.endswith("step") and node.dtype != torch.bool)
+            if not node.is_floating_point() and not integral_ok:
                 raise ValueError(f"{where}: dtype {str(node.dtype).removeprefix('torch.')}, expected floating point")
             if node.is_floating_point() and not bool(torch.isfinite(node).all()):
                 raise ValueError(f"{where}: holds NaN or infinite values")
