@@ -82,10 +82,11 @@ def test_chat_replays_the_sgo_prompt_and_refuses_what_it_cannot_rebuild(
     shutil.copytree(data, moved)
     record = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({**record, "data": str(tmp_path / "gone")}))
-    assert main(["export", "episodes", str(run), "--format", "chat", "--no-progress"]) == 2
+    again = ["export", "episodes", str(run), "--format", "chat", "--overwrite", "--no-progress"]
+    assert main(again) == 2
     err = capsys.readouterr().err
     assert "is not there (pass --data DATASET)" in err and err.count("\n") == 1
-    assert main(["export", "episodes", str(run), "--format", "chat", "--data", str(moved), "--no-progress"]) == 0
+    assert main([*again, "--data", str(moved)]) == 0
 
     # A record the replay does not reach is refused, not exported with made-up prompts.
     lines = (run / "episodes.jsonl").read_text().splitlines()
