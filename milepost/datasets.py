@@ -24,7 +24,7 @@ from typing import Any
 
 from milepost.envs.records import first_problem
 from milepost.errors import InputError
-from milepost.io import atomic_write_json, atomic_write_jsonl, read_jsonl
+from milepost.io import atomic_write_json, atomic_write_jsonl, read_jsonl, umask
 from milepost.tables import HINT, pyarrow, read_parquet, write_parquet
 from milepost.types import Task
 
@@ -56,7 +56,7 @@ def write_dataset(
 
     Raises:
         InputError: if ``out`` exists and is not empty and ``overwrite`` is false; an unknown format; parquet
-            without pyarrow installed.
+            without pyarrow installed; one puzzle in two splits (``check_disjoint``).
     """
     if format not in FORMATS:
         raise InputError(f"unknown dataset format {format!r} (choose from {', '.join(FORMATS)})")
@@ -65,9 +65,11 @@ def write_dataset(
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
         raise InputError(f"{target} already exists and is not empty (pass --overwrite to replace it)")
+    check_disjoint(splits)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
+        tmp.chmod(0o777 & ~umask())  # mkdtemp makes it 0700; the dataset is as readable as any folder the user makes
         for split, tasks in splits.items():
             if format == "parquet":
                 write_parquet(tmp / f"{split}.parquet", task_table(tasks))
@@ -86,6 +88,35 @@ def write_dataset(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def puzzle_key(task: Task) -> str:
+    """What makes two tasks one puzzle whatever their ids: a Rush Hour task's cluster (``meta.cluster_id``, which
+    every lettering and position of the cluster shares), else the environment, size and payload (the board, the
+    puzzle, the order). The generators also apply their own, wider rules (a Sudoku puzzle up to symmetry)."""
+    cluster = task.meta.get("cluster_id") if task.env == "rushhour" else None
+    if isinstance(cluster, str) and cluster:
+        return f"rushhour:cluster:{cluster}"
+    return f"{task.env}:{task.size}:" + json.dumps(task.payload, sort_keys=True, separators=(",", ":"))
+
+
+def check_disjoint(splits: Mapping[str, Sequence[Task]]) -> None:
+    """Refuse a dataset whose splits share a puzzle under different ids (``puzzle_key``): a test task that is also
+    a training task measures recall, not skill. Checked when any dataset is written, generated or converted.
+
+    Raises:
+        InputError: naming both tasks.
+    """
+    first: dict[str, tuple[str, str]] = {}
+    for split, tasks in splits.items():
+        for task in tasks:
+            key = puzzle_key(task)
+            seen = first.setdefault(key, (split, task.task_id))
+            if seen[0] != split:
+                raise InputError(
+                    f"{split} task {task.task_id} is the same puzzle as {seen[0]} task {seen[1]}: a puzzle may sit "
+                    "in one split only (a generator or source repeated it)"
+                )
 
 
 def task_row(task: Task) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from milepost.io import read_jsonl
 from milepost.types import REWARD_TERM_NAMES, Episode, Task
 
 EPISODES = "episodes.jsonl"
+log = logging.getLogger(__name__)
 FORMATS = ("chat", "parquet")
 
 
@@ -65,14 +67,33 @@ def find_runs(path: str | Path) -> list[RunEpisodes]:
     runs = []
     for folder, name in folders:
         episodes, lines = [], []
+        seen: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+        skipped = 0
         for lineno, row in enumerate(read_jsonl(folder / EPISODES), 1):
             try:
-                episodes.append(Episode.from_dict(row))
+                episode = Episode.from_dict(row)
             except InputError as exc:
                 raise InputError(f"{folder / EPISODES}:{lineno}: {exc}") from None
+            key = (episode.task_id, episode.sample)  # the episode's identity in a run (runner: one per key)
+            if key in seen:
+                first, kept = seen[key]
+                if kept != row:
+                    raise InputError(
+                        f"{folder / EPISODES}:{lineno}: task {key[0]} sample {key[1]} again, unlike line {first}; "
+                        "the run holds two different records of one episode"
+                    )
+                skipped += 1
+                continue
+            seen[key] = (lineno, row)
+            episodes.append(episode)
             lines.append(lineno)
+        if skipped:
+            log.warning("%s: %d duplicate episode line(s) exported once", folder / EPISODES, skipped)
         run_file = folder / "run.json"
-        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.is_file() else None
+        try:
+            run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.is_file() else None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise InputError(f"{run_file}: not valid JSON ({getattr(exc, 'msg', type(exc).__name__)})") from None
         if run is not None and not isinstance(run, dict):
             raise InputError(f"{run_file}: expected a JSON object")
         runs.append(RunEpisodes(folder, name, episodes, lines, run))
@@ -195,6 +216,8 @@ def _spec(run: RunEpisodes, data: str | Path | None) -> Any:
         if data is not None:
             fields["data"] = str(data)
         spec = EvalSpec(**fields)
+        if not isinstance(spec.data, str) or not isinstance(spec.split, str) or type(spec.seed) is not int:
+            raise TypeError("data and split must be strings, seed an integer")
     except (TypeError, ValueError) as exc:
         raise InputError(f"{where}: not an evaluation run's record ({exc})") from None
     if not Path(spec.data).exists():
@@ -305,6 +328,30 @@ def default_out(path: str | Path, format: str) -> Path:
     return root / ("episodes.chat.jsonl" if format == "chat" else "episodes.parquet")
 
 
+def check_target(target: Path, runs: Sequence[RunEpisodes], root: str | Path, *, overwrite: bool) -> None:
+    """Refuse to write an export where it would destroy something: a file of the run itself (its episodes,
+    ``run.json``, metrics, checkpoints...; earlier exports at the default names aside), anything but a regular
+    file, an existing file without ``overwrite``, or a path whose folder does not exist.
+
+    Raises:
+        InputError: one line saying which.
+    """
+    from milepost.io import check_replaceable
+
+    exports = {"episodes.chat.jsonl", "episodes.parquet"}
+    folder = Path(root)
+    folder = folder.parent if folder.is_file() else folder
+    own = {p.resolve() for p in folder.rglob("*") if p.is_file() and p.name not in exports}
+    own |= {(run.folder / name).resolve() for run in runs for name in (EPISODES, "run.json")}
+    if target.resolve() in own:
+        raise InputError(f"{target}: a file of the run being exported; choose another --out")
+    check_replaceable(target)
+    if not target.parent.is_dir():
+        raise InputError(f"{target.parent}: no such folder (create it first, or choose another --out)")
+    if target.exists() and not overwrite:
+        raise InputError(f"{target}: exists; pass --overwrite to replace it")
+
+
 def export_episodes(
     path: str | Path,
     format: str,
@@ -312,11 +359,15 @@ def export_episodes(
     *,
     data: str | Path | None = None,
     progress: bool = False,
+    overwrite: bool = False,
 ) -> tuple[Path, int]:
     """Write the episodes of a run as ``format`` (chat JSONL or a parquet table); returns the file and its rows.
 
+    ``overwrite`` replaces an existing file at the target (never a file of the run itself, ``check_target``).
+
     Raises:
-        InputError: an unknown format, a run without episodes, anything ``chat_rows`` refuses.
+        InputError: an unknown format, a run without episodes, a target ``check_target`` refuses, anything
+            ``chat_rows`` refuses.
     """
     from milepost.io import atomic_write_jsonl
     from milepost.tables import pyarrow, write_parquet
@@ -327,10 +378,18 @@ def export_episodes(
         pyarrow()  # before reading anything
     runs = find_runs(path)
     target = Path(out) if out is not None else default_out(path, format)
+    check_target(target, runs, path, overwrite=overwrite)  # before the replay, which can take minutes
     if format == "chat":
         rows = chat_rows(runs, data, progress=progress)
-        atomic_write_jsonl(target, rows)
+        _write(target, lambda: atomic_write_jsonl(target, rows))
         return target, len(rows)
     table = turn_table(runs)
-    write_parquet(target, table)
+    _write(target, lambda: write_parquet(target, table))
     return target, table.num_rows
+
+
+def _write(target: Path, write: Callable[[], None]) -> None:
+    try:
+        write()
+    except OSError as exc:  # a full disk, a read-only folder: the export is lost, the run is not
+        raise InputError(f"{target}: cannot write the export ({exc.strerror or type(exc).__name__})") from None

@@ -5,27 +5,70 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from milepost.errors import InputError
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+def umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` can only be read by setting it, which would
+    let another thread create a file with the wrong mode meanwhile)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:  # Linux 4.7+
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_replaceable(target: Path) -> None:
+    """Raise ``InputError`` when ``target`` exists and is not a regular file: a rename would replace a device
+    file, a symlink (not what it points to) or fail on a folder."""
+    if target.is_symlink():
+        raise InputError(f"{target}: a symlink; refusing to replace it (give the path of a regular file)")
+    if target.exists() and not target.is_file():
+        kind = "a folder" if target.is_dir() else "not a regular file"
+        raise InputError(f"{target}: {kind}; refusing to replace it (give the path of a regular file)")
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` a temporary file in ``path``'s folder, then rename it onto ``path`` in one step.
+
+    The file gets the mode an ordinary ``open`` would give it (0666 less the umask), not ``mkstemp``'s 0600.
+
+    Raises:
+        InputError: ``path`` exists and is not a regular file (``check_replaceable``).
+    """
     target = Path(path)
+    check_replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        os.fchmod(fd, 0o666 & ~umask())
+        os.close(fd)
+        write(Path(tmp))
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an atomic rename."""
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    atomic_write(path, write)
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:

@@ -4,6 +4,7 @@ recorded prompt token ids are the tokenizer's rendering of them), and a flat par
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,11 @@ def test_chat_replays_the_sgo_prompt_and_refuses_what_it_cannot_rebuild(
     shutil.copytree(data, moved)
     record = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({**record, "data": str(tmp_path / "gone")}))
-    assert main(["export", "episodes", str(run), "--format", "chat", "--no-progress"]) == 2
+    again = ["export", "episodes", str(run), "--format", "chat", "--overwrite", "--no-progress"]
+    assert main(again) == 2
     err = capsys.readouterr().err
     assert "is not there (pass --data DATASET)" in err and err.count("\n") == 1
-    assert main(["export", "episodes", str(run), "--format", "chat", "--data", str(moved), "--no-progress"]) == 0
+    assert main([*again, "--data", str(moved)]) == 0
 
     # A record the replay does not reach is refused, not exported with made-up prompts.
     lines = (run / "episodes.jsonl").read_text().splitlines()
@@ -193,3 +195,177 @@ def test_trl_sft_trainer_trains_on_the_chat_export(tiny_run: Path, tiny_model_di
     loss = trainer.train().training_loss
     assert torch.isfinite(torch.tensor(loss))
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+# -- where an export may go (issue 23 items 4 and 7) -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def oracle_run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _eval(data, tmp_path_factory.mktemp("oracle") / "run", "--policy", "noisy-oracle:0.5", "--max-steps", "4")
+
+
+def _copy(run: Path, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    shutil.copytree(run, tmp_path / "run")
+    copy = tmp_path / "run"
+    return copy, {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+
+
+def _export(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["export", "episodes", *argv, "--no-progress"])
+    return code, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize("name", ["episodes.jsonl", "run.json", "metrics.json", "report.md"])
+@pytest.mark.parametrize("fmt", ["parquet", "chat"])
+def test_an_export_never_replaces_a_file_of_the_run(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, fmt: str
+) -> None:
+    pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    run, before = _copy(oracle_run, tmp_path)
+    for out in (run / name, tmp_path / "." / "run" / ".." / "run" / name):
+        code, err = _export(capsys, str(run), "--format", fmt, "--out", str(out), "--overwrite")
+        assert code == 2 and "a file of the run being exported" in err and "\n" not in err, err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_an_existing_file_is_replaced_only_with_overwrite(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    run, _ = _copy(oracle_run, tmp_path)
+    mine = tmp_path / "mine.parquet"
+    mine.write_bytes(b"precious")
+    code, err = _export(capsys, str(run), "--format", "parquet", "--out", str(mine))
+    assert code == 2 and "exists; pass --overwrite" in err and mine.read_bytes() == b"precious"
+    assert _export(capsys, str(run), "--format", "parquet", "--out", str(mine), "--overwrite")[0] == 0
+    assert mine.read_bytes()[:4] == b"PAR1"
+    # the default target beside the episodes likewise: a second export needs --overwrite
+    assert _export(capsys, str(run), "--format", "parquet")[0] == 0
+    code, err = _export(capsys, str(run), "--format", "parquet")
+    assert code == 2 and "episodes.parquet: exists" in err
+    assert _export(capsys, str(run), "--format", "parquet", "--overwrite")[0] == 0
+
+
+@pytest.mark.parametrize("kind", ["symlink", "folder", "device", "missing parent", "parent a file"])
+def test_an_export_target_that_is_not_a_regular_file_is_refused(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    run, _ = _copy(oracle_run, tmp_path)
+    kept = tmp_path / "kept.txt"
+    kept.write_text("kept", encoding="utf-8")
+    out = tmp_path / "out"
+    if kind == "symlink":
+        out.symlink_to(kept)
+    elif kind == "folder":
+        out.mkdir()
+    elif kind == "device":
+        out = Path("/dev/null")
+    elif kind == "missing parent":
+        out = tmp_path / "no" / "such" / "out.parquet"
+    else:
+        out = kept / "out.parquet"
+    code, err = _export(capsys, str(run), "--format", "parquet", "--out", str(out), "--overwrite")
+    assert code == 2 and err.startswith("milepost: error:") and "\n" not in err, err
+    assert out.is_symlink() if kind == "symlink" else True
+    assert kept.read_text(encoding="utf-8") == "kept"
+    assert not (tmp_path / "no").exists()
+    if kind == "device":
+        assert Path("/dev/null").is_char_device()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{", "[1, 2]", '"x"', "\xff", '{"env": "sudoku"}', '{"data": 5, "split": "test", "env": "sudoku"}'],
+    ids=["truncated", "a list", "a string", "not UTF-8", "fields missing", "data a number"],
+)
+@pytest.mark.parametrize("fmt", ["parquet", "chat"])
+def test_a_malformed_run_json_is_one_line(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, fmt: str
+) -> None:
+    pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    run, _ = _copy(oracle_run, tmp_path)
+    (run / "run.json").write_bytes(text.encode("latin-1"))
+    code, err = _export(capsys, str(run), "--format", fmt, "--out", str(tmp_path / "x"))
+    if fmt == "parquet" and text.startswith('{"'):  # a well-formed object: the table does not need its fields
+        assert code == 0
+    else:
+        assert code == 2 and "run.json" in err and err.startswith("milepost: error:") and "\n" not in err, err
+
+
+def test_duplicate_episode_lines_are_exported_once_and_conflicting_ones_refused(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pa = pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    from milepost.tables import read_parquet
+
+    run, before = _copy(oracle_run, tmp_path)
+    lines = before["episodes.jsonl"].decode().splitlines(keepends=True)
+    assert _export(capsys, str(run), "--format", "parquet", "--out", str(tmp_path / "once.parquet"))[0] == 0
+    (run / "episodes.jsonl").write_text("".join(lines + lines[:2]), encoding="utf-8")
+    code, err = _export(capsys, str(run), "--format", "parquet", "--out", str(tmp_path / "twice.parquet"))
+    assert code == 0 and "2 duplicate episode line(s) exported once" in err
+    once, twice = read_parquet(tmp_path / "once.parquet"), read_parquet(tmp_path / "twice.parquet")
+    assert isinstance(once, pa.Table) and once.equals(twice)
+    other = json.loads(lines[0])
+    other["seed"] += 1
+    (run / "episodes.jsonl").write_text("".join([*lines, json.dumps(other) + "\n"]), encoding="utf-8")
+    code, err = _export(capsys, str(run), "--format", "parquet", "--out", str(tmp_path / "bad.parquet"))
+    assert code == 2 and f"episodes.jsonl:{len(lines) + 1}:" in err and "unlike line 1" in err
+
+
+def test_exports_are_written_with_the_user_s_umask(oracle_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    run, _ = _copy(oracle_run, tmp_path)
+    old = os.umask(0o022)
+    try:
+        table, _ = export_episodes(run, "parquet", tmp_path / "t.parquet")
+    finally:
+        os.umask(old)
+    assert table.stat().st_mode & 0o777 == 0o644
+
+
+# -- eval rerun over a damaged run folder (issue 23 item 7) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "says"),
+    [
+        ("run.json", "{", "run.json: not valid JSON"),
+        ("run.json", "[]", "run.json: expected a JSON object"),
+        ("episodes.jsonl", '{"sample": 0}\n', "episodes.jsonl:1: Episode: missing field"),
+    ],
+    ids=["run.json truncated", "run.json a list", "row without task_id"],
+)
+def test_an_eval_rerun_over_a_damaged_run_is_one_line(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, text: str, says: str
+) -> None:
+    run, _ = _copy(oracle_run, tmp_path)
+    (run / file).write_text(text, encoding="utf-8")
+    spec = json.loads((oracle_run / "run.json").read_text(encoding="utf-8"))
+    argv = ["eval", "--env", "sudoku", "--data", spec["data"], "--n", "1", "--k", "1", "--no-progress"]
+    capsys.readouterr()
+    assert main([*argv, "--policy", "noisy-oracle:0.5", "--max-steps", "4", "--out", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and err.startswith("milepost: error:") and "\n" not in err, err
+
+
+def test_a_failed_write_is_one_line_and_leaves_no_file(
+    oracle_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pyarrow", reason="the hf extra (pyarrow) is not installed")
+    import errno
+
+    from milepost import tables
+
+    def full(table: Any, where: str) -> None:
+        Path(where).write_bytes(b"PAR1")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    pq = tables.pyarrow()[1]
+    monkeypatch.setattr(pq, "write_table", full)
+    code, err = _export(capsys, str(oracle_run), "--format", "parquet", "--out", str(tmp_path / "t.parquet"))
+    assert code == 2 and "No space left on device" in err and "\n" not in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -165,9 +165,11 @@ def test_read_jsonl_reports_bad_line(tmp_path: Path) -> None:
 
 def test_dataset_write_is_atomic_and_refuses_overwrite(tmp_path: Path) -> None:
     out = tmp_path / "ds"
-    write_dataset(out, {"train": [_task(0)], "test": [_task(1)]}, {"seed": 0})
+    other = _task(1)  # another puzzle: one puzzle in two splits is refused (datasets.check_disjoint)
+    other.payload = {**other.payload, "puzzle": other.payload["solution"].replace("2", "0", 3)}
+    write_dataset(out, {"train": [_task(0)], "test": [other]}, {"seed": 0})
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "test.jsonl", "train.jsonl"]
-    assert load_tasks(out, "test") == [_task(1)]
+    assert load_tasks(out, "test") == [other]
     with pytest.raises(InputError, match="already exists"):
         write_dataset(out, {"train": [], "test": []}, {})
     write_dataset(out, {"train": [], "test": [_task(2)]}, {"seed": 1}, overwrite=True)

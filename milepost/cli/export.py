@@ -3,7 +3,8 @@
 ``chat``: one conversation per turn (JSONL; ``messages`` as the model saw them plus its answer, the conversational
 format of TRL's SFTTrainer), with the recorded token ids and log-probs alongside. ``parquet``: one row per turn,
 for analysis (pandas, DuckDB, ``datasets``). RUN_DIR is an evaluation run folder or a training run with
-``eval-NNNNNN`` folders. The file goes beside the episodes unless ``--out`` says where.
+``eval-NNNNNN`` folders. The file goes beside the episodes unless ``--out`` says where; an existing file is replaced
+only with ``--overwrite``, and never one of the run's own files.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="file to write (default: RUN_DIR/episodes.chat.jsonl or RUN_DIR/episodes.parquet)",
     )
+    e.add_argument(
+        "--overwrite", action="store_true", help="replace the file --out names if it exists (never the run's own)"
+    )
     e.add_argument("--data", default=None, help="chat: the run's dataset, when it moved since the run")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.set_defaults(func=run)
@@ -35,6 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from milepost.export import export_episodes
 
-    target, rows = export_episodes(args.run_dir, args.format, args.out, data=args.data, progress=not args.no_progress)
+    target, rows = export_episodes(
+        args.run_dir, args.format, args.out, data=args.data, progress=not args.no_progress, overwrite=args.overwrite
+    )
     print(f"wrote {rows} turns to {target}")
     return 0

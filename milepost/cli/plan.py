@@ -82,6 +82,7 @@ def load_task(env: str, text: str, size: int | None, split: str = "test") -> Tas
 def describe(plan: Any, env: Any) -> str:
     """The plan as a table: order, subgoal, predicate (environment subgoal and criterion), holds now."""
     from milepost.planning import domain_for
+    from milepost.tables import md_row
 
     vocab = domain_for(env).vocabulary(env)
     lines = [
@@ -99,9 +100,7 @@ def describe(plan: Any, env: Any) -> str:
             predicate = f"{name} (env subgoal {ref}): {env.subgoals[ref].success_criteria}"
         holds = "-" if goal.predicate is None else ("yes" if goal.predicate(env.state) else "no")
         required = "yes" if goal.required else "no"
-        lines.append(
-            f"| {goal.index + 1} | {goal.description} | {predicate} | {holds} | {goal.estimated_steps} | {required} |"
-        )
+        lines.append(md_row([goal.index + 1, goal.description, predicate, holds, goal.estimated_steps, required]))
     if plan.notes:
         lines += ["", "Notes:"] + [f"- {note}" for note in plan.notes]
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from milepost.errors import InputError
 from milepost.evaluation.metrics import Estimate, LevelMetrics
+from milepost.tables import md_row, md_rule
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def comparison_table(
             if lv.level not in names:
                 names.append(lv.level)
     head = ["run", "metric", *names]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [md_row(head), md_rule(len(head))]
     for label, levels in runs:
         by = {lv.level: lv for lv in levels}
         n = max((lv.samples for lv in levels), default=0)
@@ -164,14 +165,14 @@ def comparison_table(
                 f"{100 * by[x].pass_at[str(k)].value:.1f}" if x in by and str(k) in by[x].pass_at else "-"
                 for x in names
             ]
-            lines.append(f"| {label} | pass@{k} (%) | " + " | ".join(cells) + " |")
+            lines.append(md_row([label, f"pass@{k} (%)", *cells]))
         cells = [
             f"{100 * by[x].avg.value:.1f} [{100 * by[x].avg.lo:.0f}, {100 * by[x].avg.hi:.0f}]" if x in by else "-"
             for x in names
         ]
-        lines.append(f"| {label} | avg@{n} (%) | " + " | ".join(cells) + " |")
+        lines.append(md_row([label, f"avg@{n} (%)", *cells]))
     for label, row in (reference or {}).items():
-        lines.append(f"| {label} | | " + " | ".join(str(row.get(x, "-")) for x in names) + " |")
+        lines.append(md_row([label, "", *(row.get(x, "-") for x in names)]))
     return "\n".join(lines) + "\n"
 
 
@@ -212,7 +213,7 @@ def training_table(runs: Sequence[Run]) -> str:
             best = max(ys) if curve.higher_is_better else min(ys)
             fmt = "{:.1f}" if curve.percent else "{:.4f}"
             row = [run.label, curve.key, str(len(ys)), fmt.format(ys[0]), fmt.format(ys[-1]), fmt.format(best)]
-            lines.append("| " + " | ".join(row) + " |")
+            lines.append(md_row(row))
     return "\n".join(lines) + "\n"
 
 

@@ -28,6 +28,7 @@ from milepost.agent.parsing import parse_answer
 from milepost.backends.base import GenerationRequest
 from milepost.errors import InputError
 from milepost.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from milepost.tables import md_row
 from milepost.types import Task
 
 SETS = ("rules", "definitions", "identification")
@@ -427,7 +428,7 @@ def run_probe(
         "|---|---|---|---|---|",
     ]
     for name, s in sets.items():
-        lines.append(f"| {name} | {s['items']} | {s['correct']} | {100 * s['accuracy']:.1f} | {s['unparsed']} |")
+        lines.append(md_row([name, s["items"], s["correct"], f"{100 * s['accuracy']:.1f}", s["unparsed"]]))
     missing = [name for name in SETS if name not in per]
     if missing:
         lines += ["", f"No items for: {', '.join(missing)} (identification needs 9x9 puzzles)."]

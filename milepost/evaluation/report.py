@@ -8,6 +8,7 @@ from typing import Any
 
 from milepost.evaluation.failures import FAILURE_KINDS
 from milepost.evaluation.metrics import Estimate, LevelMetrics
+from milepost.tables import md_row, md_rule, md_text
 
 
 def _pct(x: float | None) -> str:
@@ -41,20 +42,20 @@ def markdown_table(title: str, levels: Sequence[LevelMetrics], ks: Sequence[int]
             for lv in levels
         ]
     )
-    lines = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines = [f"### {md_text(title)}", "", md_row(head), md_rule(len(head))]
+    lines += [md_row(r) for r in rows]
     return "\n".join(lines) + "\n"
 
 
 def failure_table(levels: Sequence[LevelMetrics]) -> str:
     """Share of episodes per failure kind (first match wins), per level."""
     head = ["failure"] + [lv.level for lv in levels]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [md_row(head), md_rule(len(head))]
     totals = [sum(lv.terminations.values()) or 1 for lv in levels]
     for kind in FAILURE_KINDS:
         counts = [lv.failures.get(kind, 0) for lv in levels]
         if any(counts):
-            lines.append("| " + " | ".join([kind] + [f"{100 * c / t:.1f}%" for c, t in zip(counts, totals)]) + " |")
+            lines.append(md_row([kind] + [f"{100 * c / t:.1f}%" for c, t in zip(counts, totals)]))
     if len(lines) == 2:
         lines.append("| (no failures) |" + " |" * len(levels))
     return "\n".join(lines) + "\n"
@@ -86,7 +87,7 @@ SGO_ROWS = (
 def sgo_table(stats: dict[str, dict[str, int]], levels: Sequence[str]) -> str:
     """SGO statistics per level and overall (totals over episodes)."""
     columns = [lv for lv in levels if lv in stats] + ["all"]
-    lines = ["| SGO | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    lines = [md_row(["SGO", *columns]), md_rule(len(columns) + 1)]
     for label, key in SGO_ROWS:
         if key == "items":
             cells = [f"{stats[c].get('items_done', 0)} / {stats[c].get('items', 0)}" for c in columns]
@@ -96,7 +97,7 @@ def sgo_table(stats: dict[str, dict[str, int]], levels: Sequence[str]) -> str:
             cells = [_progress_cell(key, stats[c]) for c in columns]
         else:
             cells = [str(stats[c].get(key, 0)) for c in columns]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(md_row([label, *cells]))
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +158,7 @@ def render_report(
     label = " (scripted baseline)" if meta.get("scripted") else ""
     temperature = f"temperature {meta['temperature']}; " if meta.get("temperature") is not None else ""
     parts = [
-        f"# Evaluation: {meta.get('env')} / {policy}{label}",
+        f"# Evaluation: {meta.get('env')} / {md_text(policy)}{label}",
         "",
         f"Data: `{meta.get('data')}` split `{meta.get('split')}`; agent `{meta.get('agent')}`; "
         f"action mode `{meta.get('env_kwargs', {}).get('action_mode', 'atomic')}`; budget H_max = "

@@ -211,7 +211,12 @@ def evaluate(
     run_file = out / "run.json"
     identity = json.loads(json.dumps(spec.identity()))
     if run_file.exists():
-        previous = json.loads(run_file.read_text(encoding="utf-8"))
+        try:
+            previous = json.loads(run_file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise InputError(f"{run_file}: not valid JSON; use another --out (or delete the folder)") from None
+        if not isinstance(previous, dict):
+            raise InputError(f"{run_file}: expected a JSON object; use another --out (or delete the folder)")
         if previous != identity:
             changed = sorted(k for k in identity if previous.get(k) != identity[k])
             raise InputError(
@@ -219,6 +224,11 @@ def evaluate(
             )
     wanted_ids = {t.task_id for t in tasks}
     rows = list(read_jsonl(out / EPISODES)) if (out / EPISODES).exists() else []
+    for lineno, row in enumerate(rows, 1):  # checked before resuming from them: a bad row is a one-line error
+        try:
+            Episode.from_dict(row)
+        except InputError as exc:
+            raise InputError(f"{out / EPISODES}:{lineno}: {exc}") from None
 
     def infra_failed(row: dict[str, Any]) -> bool:
         return row["task_id"] in wanted_ids and row.get("termination") == TerminationReason.BACKEND_ERROR.value

@@ -17,6 +17,7 @@ from typing import Any
 
 from milepost.errors import InputError
 from milepost.evaluation.compare import find_metrics, load_levels, smooth
+from milepost.tables import md_row, md_rule
 from milepost.tracking import read_metrics
 
 # Two-sided 95% Student t quantiles by degrees of freedom (seeds - 1).
@@ -67,7 +68,7 @@ def seed_table(arms: Mapping[str, Sequence[str | Path]]) -> tuple[str, dict[str,
             "max_length_last3": collapse,
         }
     head = ["arm", "seeds", *levels, "answers cut at max_new_tokens, last 3 iterations (%)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [md_row(head), md_rule(len(head))]
     for arm, info in data.items():
         cells = [arm, str(info["seeds"])]
         for lv in levels:
@@ -79,7 +80,7 @@ def seed_table(arms: Mapping[str, Sequence[str | Path]]) -> tuple[str, dict[str,
                 cells.append(f"{100 * est['mean']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]")
         shares = info["max_length_last3"]
         cells.append(f"{100 * sum(shares) / len(shares):.1f}" if shares else "-")
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return "\n".join(lines) + "\n", data
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from milepost.tables import md_row
 from milepost.types import Episode
 
 ENVIRONMENT = "environment subgoals"
@@ -167,5 +168,5 @@ def quality_table(rows: Sequence[SubgoalQuality]) -> str:
             num(r.completion_success, pct=True),
             num(r.completion_failure, pct=True),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from typing import Any
 
 from milepost.evaluation.metrics import Estimate, LevelMetrics, level_metrics, success_by_distance
 from milepost.evaluation.plots import plot_success_vs_distance
+from milepost.tables import md_row, md_rule
 from milepost.types import Episode, Task
 
 TIER_ORDER = ("easy", "medium", "hard", "beyond")
@@ -51,7 +52,7 @@ class TierBreakdown:
         names = [name for name in ranges if any(m.level == name for ms in self.levels.values() for m in ms)]
         head = ["tier", "metric"] + [f"{name} ({ranges[name]})" for name in names]
         lines = ["### Success by technique tier (paper appendix D.4)", "",
-                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
+                 md_row(head), md_rule(len(head))]  # fmt: skip
         for tier, metrics in self.levels.items():
             cell = {m.level: m for m in metrics}
             n = max((m.samples for m in metrics), default=0)
@@ -60,7 +61,7 @@ class TierBreakdown:
             for k in ks:
                 values = [_est(cell[name].pass_at.get(str(k))) if name in cell else "-" for name in names]
                 rows.append((f"pass@{k} (%)", values))
-            lines += ["| " + " | ".join([_label(tier), label, *values]) + " |" for label, values in rows]
+            lines += [md_row([_label(tier), label, *values]) for label, values in rows]
         if plot_name:
             lines += ["", f"![success against goal distance by tier]({plot_name})"]
         return "\n".join(lines) + "\n"

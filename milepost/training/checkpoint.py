@@ -9,14 +9,25 @@ and everything else to ``trainer_state.json``, where a tensor is ``{"__tensor__"
 ``{"__tuple__": [...]}`` and a dict with keys that are not strings ``{"__dict__": [[key, value], ...]}``.
 Python floats and ints round-trip exactly through JSON, so resuming stays exact. Checkpoints of the
 earlier pickle format (``trainer_state.pt``) are refused with a one-line error rather than unpickled.
+
+A checkpoint folder is checked before anything in it is used (``latest_checkpoint``): ``latest`` must name a
+``step-N`` folder of this run's ``checkpoints/`` (not a path, not a symlink); ``manifest.json`` holds each file's
+sha256 at save, and a file that differs, is missing or was added is refused. The contents are validated as well,
+so that a checkpoint without a manifest (written before manifests, or with a regenerated one) is still checked:
+``checkpoint.json``'s step is a non-negative int equal to the folder's N, the model's tensors are finite floats,
+and the trainer state's tensors are finite floats of the parameters' shapes, its hyperparameters finite and in
+range (``load_checkpoint_state``, ``restore_state``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import math
 import os
 import random
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -30,12 +41,14 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from milepost.errors import InputError
-from milepost.io import atomic_write_json, atomic_write_text
+from milepost.io import atomic_write_json, atomic_write_text, umask
 
 STATE_TREE = "trainer_state.json"
 STATE_TENSORS = "trainer_state.safetensors"
 LEGACY_STATE_FILE = "trainer_state.pt"  # the pickle format of earlier versions: never loaded
 META_FILE = "checkpoint.json"
+MANIFEST_FILE = "manifest.json"
+STEP_NAME = re.compile(r"step-(\d{6,})")
 _TAGS = frozenset({"__tensor__", "__tuple__", "__dict__"})
 
 
@@ -168,6 +181,9 @@ def save_checkpoint(
         (tmp / STATE_TREE).write_text(json.dumps(tree), encoding="utf-8")
         (tmp / "config.yaml").write_text(config_yaml, encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps({"step": step, "extra": extra or {}}), encoding="utf-8")
+        manifest = {"sha256": {name: _sha256(tmp / name) for name in _files(tmp)}}
+        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        tmp.chmod(0o777 & ~umask())  # mkdtemp makes it 0700; a checkpoint is as readable as the run's other files
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
@@ -180,47 +196,187 @@ def save_checkpoint(
     return target
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run, or None."""
+def _files(folder: Path) -> list[str]:
+    """The files of a checkpoint folder (relative names, sorted), the manifest itself excluded."""
+    names = (p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+    return sorted(n for n in names if n != MANIFEST_FILE)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def has_checkpoints(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds any checkpoint or a ``latest`` pointer (complete or not)."""
     root = Path(run_dir) / "checkpoints"
-    pointer = root / "latest"
-    if not pointer.is_file():
-        return None
-    path = root / pointer.read_text(encoding="utf-8").strip()
-    return path if (path / META_FILE).is_file() else None
+    return os.path.lexists(root / "latest") or any(root.glob("step-*"))
 
 
-def load_checkpoint_state(path: str | Path) -> tuple[dict[str, Any], Checkpoint]:
-    """The trainer state (optimizer, scheduler, RNG, extra state) and metadata of a checkpoint folder.
-
-    Nothing here unpickles: the state is read from safetensors and JSON only.
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest checkpoint of a run, checked (``verify_checkpoint``); None when the run has none at all.
 
     Raises:
-        InputError: one line naming the file, when the checkpoint is missing, truncated, malformed or in the
-            earlier pickle format.
+        InputError: one line, when ``checkpoints/latest`` is missing beside step folders, empty, unreadable, names
+            anything but a ``step-N`` folder of this run, or names a checkpoint that fails ``verify_checkpoint``.
+    """
+    root = Path(run_dir) / "checkpoints"
+    pointer = root / "latest"
+    if not os.path.lexists(pointer):
+        if any(root.glob("step-*")):
+            raise InputError(
+                f"{pointer}: missing, though {root} holds step folders; write the name of the step folder to "
+                "resume from into it"
+            )
+        return None
+    if pointer.is_symlink() or not pointer.is_file():
+        raise InputError(f"{pointer}: not a regular file")
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{pointer}: unreadable ({type(exc).__name__})") from None
+    if not name:
+        raise InputError(f"{pointer}: empty; write the name of the step folder to resume from into it")
+    if not STEP_NAME.fullmatch(name):
+        raise InputError(f"{pointer}: names {name[:80]!r}, not a step-NNNNNN folder of {root}")
+    path = root / name
+    if path.is_symlink() or not path.is_dir():
+        raise InputError(f"{path}: {'a symlink' if path.is_symlink() else 'missing'}; {pointer} must name a folder")
+    verify_checkpoint(path)
+    return path
+
+
+def verify_checkpoint(path: str | Path) -> int:
+    """Check a checkpoint folder before anything in it is loaded; returns its step.
+
+    The manifest's hashes, when it has one (checkpoints written before manifests have none); ``checkpoint.json``
+    (a step that is a non-negative int, the folder's own N); the model's tensors (finite floating point).
+
+    Raises:
+        InputError: one line naming the file at fault.
     """
     folder = Path(path)
-    if not (folder / META_FILE).is_file():
+    if not (folder / STATE_TREE).exists() and (folder / LEGACY_STATE_FILE).exists():
+        _refuse_pickle(folder)
+    for inner in folder.rglob("*"):
+        if inner.is_symlink():
+            raise InputError(f"{inner}: a symlink inside a checkpoint (its files are written, never linked)")
+    if (folder / MANIFEST_FILE).exists():
+        _check_manifest(folder)
+    step = _read_meta(folder)[0]
+    _check_model(folder)
+    return step
+
+
+def _check_manifest(folder: Path) -> None:
+    at = folder / MANIFEST_FILE
+    try:
+        listed = json.loads(at.read_text(encoding="utf-8"))["sha256"]
+        if not isinstance(listed, dict) or not all(isinstance(v, str) for v in listed.values()):
+            raise ValueError("sha256 is not a table of file names to hex digests")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{at}: unreadable manifest ({' '.join(str(exc).split())[:120]})") from None
+    present = _files(folder)
+    for name in present:
+        if name not in listed:
+            raise InputError(
+                f"{folder / name}: not in the checkpoint's manifest (added after the checkpoint was saved)"
+            )
+    for name, digest in listed.items():
+        if name not in present:
+            raise InputError(f"{folder / name}: listed in the checkpoint's manifest but missing")
+        if _sha256(folder / name) != digest:
+            raise InputError(f"{folder / name}: sha256 differs from the checkpoint's manifest (changed since saved)")
+
+
+def _read_meta(folder: Path) -> tuple[int, dict[str, Any]]:
+    """``checkpoint.json``'s step and extra metadata, validated."""
+    at = folder / META_FILE
+    if not at.is_file():
         raise InputError(f"{folder}: not a milepost checkpoint (no {META_FILE})")
+    try:
+        meta = json.loads(at.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InputError(f"{at}: unreadable ({' '.join(str(exc).split())[:120]})") from None
+    if not isinstance(meta, dict) or set(meta) - {"step", "extra"} or "step" not in meta:
+        raise InputError(f"{at}: expected an object with a step and optional extra metadata")
+    step, extra = meta["step"], meta.get("extra", {})
+    if type(step) is not int or step < 0:  # bool is an int subclass: true is not a step
+        raise InputError(f"{at}: step must be a non-negative integer, not {json.dumps(step)[:40]}")
+    named = STEP_NAME.fullmatch(folder.name)
+    if named is not None and int(named.group(1)) != step:
+        raise InputError(f"{at}: step {step} in the folder of step {int(named.group(1))}")
+    if not isinstance(extra, dict):
+        raise InputError(f"{at}: extra must be an object")
+    return step, extra
+
+
+def _check_model(folder: Path) -> None:
+    """Every tensor of the model's safetensors files is floating point and finite (read one at a time)."""
+    from safetensors import safe_open
+
+    files = sorted(p for p in folder.glob("*.safetensors") if p.name != STATE_TENSORS)
+    if not files:
+        raise InputError(f"{folder}: no model weights (*.safetensors)")
+    for file in files:
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                    _check_tensor(handle.get_tensor(key), f"{file}: tensor {key}")
+        except InputError:
+            raise
+        except (OSError, SafetensorError, RuntimeError, ValueError) as exc:
+            raise InputError(f"{file}: unreadable weights ({' '.join(str(exc).split())[:120]})") from None
+
+
+def _check_tensor(tensor: torch.Tensor, where: str) -> None:
+    if not tensor.is_floating_point():
+        raise InputError(f"{where}: dtype {str(tensor.dtype).removeprefix('torch.')}, expected floating point")
+    if not bool(torch.isfinite(tensor).all()):
+        raise InputError(f"{where}: holds NaN or infinite values")
+
+
+def _refuse_pickle(folder: Path) -> None:
+    raise InputError(
+        f"{folder / LEGACY_STATE_FILE}: trainer state in the old pickle format, which is not loaded because "
+        "unpickling can run code; start the run again, or from this checkpoint's model as a new run"
+    )
+
+
+def load_checkpoint_state(path: str | Path, last_step: int | None = None) -> tuple[dict[str, Any], Checkpoint]:
+    """The trainer state (optimizer, scheduler, RNG, extra state) and metadata of a checkpoint folder.
+
+    Nothing here unpickles: the state is read from safetensors and JSON only. Its values are validated
+    (``_check_state``); the manifest and the model are checked by ``latest_checkpoint`` before the model loads.
+    ``last_step`` is the run's length: a checkpoint past it would end a resumed run at once, as if trained.
+
+    Raises:
+        InputError: one line naming the file, when the checkpoint is missing, truncated, malformed, out of range or
+            in the earlier pickle format.
+    """
+    folder = Path(path)
     tree_file, tensor_file = folder / STATE_TREE, folder / STATE_TENSORS
     if not tree_file.is_file() and (folder / LEGACY_STATE_FILE).exists():
-        raise InputError(
-            f"{folder / LEGACY_STATE_FILE}: trainer state in the old pickle format, which is not loaded because "
-            "unpickling can run code; start the run again, or from this checkpoint's model as a new run"
-        )
+        _refuse_pickle(folder)
+    step, extra = _read_meta(folder)
+    if last_step is not None and step > last_step:
+        raise InputError(f"{folder / META_FILE}: step {step}, past the run's last step {last_step}")
     for file in (tree_file, tensor_file):
         if not file.is_file():
             raise InputError(f"{file}: missing; the checkpoint is incomplete")
-    at = folder / META_FILE
+    at = tensor_file
     try:
-        meta = json.loads(at.read_text(encoding="utf-8"))
-        step, extra = int(meta["step"]), dict(meta.get("extra", {}))
-        at = tensor_file
         tensors = load_file(tensor_file)
         at = tree_file
         state = _unpack(json.loads(tree_file.read_text(encoding="utf-8")), tensors)
         if not isinstance(state, dict) or not {"optimizer", "scheduler", "rng", "extra_state"} <= state.keys():
             raise ValueError("not a trainer state")
+        if set(state) - {"optimizer", "scheduler", "rng", "extra_state"}:
+            raise ValueError(f"unknown entries {sorted(set(state) - {'optimizer', 'scheduler', 'rng', 'extra_state'})}")
+        _check_state(state)
         if state["rng"] is not None:
             _check_rng(state["rng"])
         config_yaml = (folder / "config.yaml").read_text(encoding="utf-8") if (folder / "config.yaml").exists() else ""
@@ -228,6 +384,83 @@ def load_checkpoint_state(path: str | Path) -> tuple[dict[str, Any], Checkpoint]
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise InputError(f"{at}: unreadable checkpoint ({reason})") from None
     return state, Checkpoint(folder, step, config_yaml, extra)
+
+
+# Optimizer and scheduler hyperparameters: (lowest, highest, whether the lowest is allowed).
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "lr": (0.0, math.inf, True),
+    "initial_lr": (0.0, math.inf, True),
+    "eps": (0.0, 1.0, False),
+    "weight_decay": (0.0, math.inf, True),
+    "momentum": (0.0, 1.0, True),
+    "dampening": (0.0, 1.0, True),
+}
+
+
+def _check_state(state: dict[str, Any]) -> None:
+    """Raise ``ValueError`` unless every floating-point tensor of the state is finite, the optimizer's and
+    scheduler's tensors are floating point (step counters aside), the optimizer's hyperparameters are finite and
+    in range, and its state entries are tensors. ``extra_state`` may hold integer tensors (counts, token ids)."""
+
+    def tensors(node: Any, where: str) -> None:
+        if isinstance(node, torch.Tensor):
+            integral_ok = where.startswith("extra_state") or (where.endswith("step") and node.dtype != torch.bool)
+            if not node.is_floating_point() and not integral_ok:
+                raise ValueError(f"{where}: dtype {str(node.dtype).removeprefix('torch.')}, expected floating point")
+            if node.is_floating_point() and not bool(torch.isfinite(node).all()):
+                raise ValueError(f"{where}: holds NaN or infinite values")
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                tensors(value, f"{where}.{key}")
+        elif isinstance(node, list | tuple):
+            for i, value in enumerate(node):
+                tensors(value, f"{where}[{i}]")
+
+    for part in ("optimizer", "scheduler", "extra_state"):
+        tensors(state[part], part)
+    for part in ("optimizer", "scheduler"):
+        _check_numbers(state[part], part)
+    optimizer = state["optimizer"]
+    if optimizer is None:
+        return
+    if not isinstance(optimizer, dict) or not isinstance(optimizer.get("param_groups"), list):
+        raise ValueError("optimizer: expected a state dict with param_groups")
+    if not isinstance(optimizer.get("state"), dict):
+        raise ValueError("optimizer: expected a state dict with a state table")
+    for i, group in enumerate(optimizer["param_groups"]):
+        if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+            raise ValueError(f"optimizer.param_groups[{i}]: expected a group with params")
+        for name, (low, high, closed) in _RANGES.items():
+            value = group.get(name)
+            if value is not None and (
+                type(value) not in (int, float) or not (low <= value <= high and (closed or value > low))
+            ):
+                raise ValueError(f"optimizer.param_groups[{i}].{name} = {value!r} is out of range")
+        betas = group.get("betas")
+        if betas is not None and not (
+            isinstance(betas, list | tuple) and len(betas) == 2 and all(0.0 <= b < 1.0 for b in betas)
+        ):
+            raise ValueError(f"optimizer.param_groups[{i}].betas = {betas!r}, expected two numbers in [0, 1)")
+    for key, entry in optimizer["state"].items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"optimizer.state.{key}: expected a table of tensors")
+        for name, value in entry.items():
+            if not isinstance(value, torch.Tensor):
+                raise ValueError(f"optimizer.state.{key}.{name}: expected a tensor")
+            if name == "step" and not (value.numel() == 1 and float(value) >= 0):
+                raise ValueError(f"optimizer.state.{key}.step: expected one non-negative count")
+
+
+def _check_numbers(node: Any, where: str) -> None:
+    """Every number of an optimizer or scheduler state is finite (bools and strings aside)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise ValueError(f"{where} = {node!r}, expected a finite number")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_numbers(value, f"{where}.{key}")
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            _check_numbers(value, f"{where}[{i}]")
 
 
 def _check_rng(rng: Any) -> None:
@@ -246,8 +479,10 @@ def write_run_config(run_dir: str | Path, config_yaml: str, *, resume: bool) -> 
         previous = path.read_text(encoding="utf-8")
         if previous != config_yaml:
             raise InputError(f"{run_dir} was made by a different config; use a new --out or the same config")
-        if not resume and latest_checkpoint(run_dir) is not None:
+        if not resume and has_checkpoints(run_dir):
             raise InputError(f"{run_dir} already holds a run; pass --resume to continue it or use a new --out")
+    if resume and latest_checkpoint(run_dir) is None:  # checked before anything is written: a refusal touches nothing
+        raise InputError(f"{run_dir}: no checkpoint to resume (no checkpoints/latest); drop --resume to start the run")
     atomic_write_text(path, config_yaml)
     atomic_write_json(Path(run_dir) / "run.json", {"config": "config.yaml"})
 
@@ -276,9 +511,23 @@ def start_guard(run_dir: str | Path) -> Iterator[None]:
 
 
 def restore_state(name: str, load: Callable[[Any], Any], state: Any, checkpoint: Path) -> None:
-    """``load(state)`` (an optimizer's or scheduler's ``load_state_dict``), any failure a one-line error."""
+    """``load(state)`` (an optimizer's or scheduler's ``load_state_dict``), any failure a one-line error.
+
+    An optimizer's state tensors must also have their parameters' shapes: torch's ``Optimizer.load_state_dict``
+    (torch/optim/optimizer.py) casts them to the parameter's dtype and device but never compares shapes, so a
+    wrong-shaped ``exp_avg`` would fail, or broadcast, only at the first step.
+    """
     try:
         load(state)
     except Exception as exc:  # torch raises ValueError, KeyError, RuntimeError... for a mismatched state
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{checkpoint}: the {name} state does not fit this run ({first})") from exc
+    optimizer = getattr(load, "__self__", None)
+    if isinstance(optimizer, torch.optim.Optimizer):
+        for param, entry in optimizer.state.items():
+            for key, value in entry.items():
+                if isinstance(value, torch.Tensor) and key != "step" and value.shape != param.shape:
+                    raise InputError(
+                        f"{checkpoint}: the {name} state does not fit this run ({key} of shape "
+                        f"{tuple(value.shape)} for a parameter of shape {tuple(param.shape)})"
+                    )

@@ -293,7 +293,7 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     start = 0
     if ckpt is not None:
-        state, meta = load_checkpoint_state(ckpt)
+        state, meta = load_checkpoint_state(ckpt, last_step=total_steps)
         restore_state("optimizer", optimizer.load_state_dict, state["optimizer"], ckpt)
         restore_state("scheduler", scheduler.load_state_dict, state["scheduler"], ckpt)
         set_rng_state(state["rng"])

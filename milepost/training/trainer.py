@@ -363,7 +363,7 @@ def train_rl(
         phase_outcomes: list[EpisodeOutcome] = []
         start = 0
         if ckpt is not None:
-            state, meta = load_checkpoint_state(ckpt)
+            state, meta = load_checkpoint_state(ckpt, last_step=cfg.rl.iterations)
             load_optimizer = optimizer.load_state_dict if fsdp is None else fsdp.optimizer_loader(model, optimizer)
             restore_state("optimizer", load_optimizer, state["optimizer"], ckpt)
             start = meta.step

@@ -83,3 +83,55 @@ def test_sudoku_tiers_never_share_a_puzzle(tmp_path: Path, monkeypatch: pytest.M
     assert sorted(t.meta["tier"] for t in tasks) == ["easy", "easy", "hard", "hard"]
     forms = [canonical_form(parse_grid(t.payload["puzzle"], 9)) for t in tasks]
     assert len(set(forms)) == 4, "a puzzle appears in two tiers"
+
+
+def _plant_twin(module: Any, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wrap ``module.name`` (a dataset builder) so that its first test task is its first training task's puzzle
+    under the test task's own id: what no generator should ever hand to ``write_dataset``."""
+    real = getattr(module, name)
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        splits, manifest = real(*args, **kwargs)
+        twin, test = splits["train"][0], splits["test"][0]
+        splits["test"][0] = dataclasses.replace(twin, task_id=test.task_id, split="test", index=test.index)
+        return splits, manifest
+
+    monkeypatch.setattr(module, name, build)
+
+
+@pytest.mark.parametrize(
+    ("env", "module", "argv"),
+    [
+        ("sudoku", "milepost.envs.sudoku.dataset", ["--size", "4", "--levels", "S1", "--train", "2", "--test", "2"]),
+        ("rushhour", "milepost.envs.rushhour.dataset", ["--levels", "1-3", "--train", "2", "--test", "2"]),
+        ("webshop", "milepost.envs.webshop.dataset", ["--train", "2", "--test", "2", "--catalogue-size", "200"]),
+    ],
+)
+def test_one_puzzle_in_two_splits_under_another_id_is_refused(
+    env: str, module: str, argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    import importlib
+
+    _plant_twin(importlib.import_module(module), "build_dataset", monkeypatch)
+    out = tmp_path / env
+    capsys.readouterr()
+    assert main(["data", env, *argv, "--out", str(out), *(["--no-progress"] if env != "webshop" else [])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is the same puzzle as train task" in err and "\n" not in err, err
+    assert not out.exists()
+
+
+def test_a_converted_dataset_sharing_a_puzzle_across_splits_is_refused(tmp_path: Path) -> None:
+    from milepost.datasets import write_dataset
+    from milepost.envs.sudoku import make_task
+    from milepost.envs.sudoku.generator import generate_easy
+    from milepost.errors import InputError
+
+    puzzle = generate_easy(4, 3, 5, 0)
+    train = make_task(*puzzle, level="S1", split="train", index=0)
+    test = make_task(*puzzle, level="S1", split="test", index=7)
+    assert train.task_id != test.task_id
+    with pytest.raises(InputError, match="same puzzle"):
+        write_dataset(tmp_path / "d", {"train": [train], "test": [test]}, {})
+    assert not (tmp_path / "d").exists()
+    write_dataset(tmp_path / "ok", {"train": [train], "test": []}, {})  # once is fine
