@@ -364,7 +364,9 @@ def create_app(
         try:
             return schema.model_validate(data)
         except ValidationError as exc:
-            raise ApiError(400, _first_error(exc.errors())) from None
+            errors = exc.errors()
+            field = str(errors[0]["loc"][0]) if errors and errors[0].get("loc") else None
+            raise ApiError(400, _first_error(errors), param=field) from None
 
     def sampling(body: _Sampling, max_tokens: int | None, default_max: int) -> SamplingParams:
         if body.n != 1:
