@@ -87,4 +87,3 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
-

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi")
-httpx = pytest.importorskip("httpx")
+pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
+
+import httpx
 
 from milepost.envs.webshop.html import create_app
 from milepost.serve.runner import BackgroundServer
@@ -174,7 +176,7 @@ def test_bad_port_and_replay_lines_are_one_line_errors(
     assert main(["shop", "--port", "-1"]) == 2
     replay = tmp_path / "episodes.jsonl"
     for text in ("{not json", "[1, 2]", '{"task_id": "webshop-3-5-0-0", "turns": 5}', '"a string"'):
-        replay.write_text('\n' + text + "\n")
+        replay.write_text("\n" + text + "\n")
         assert main(["shop", "--replay", str(replay)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 6 and all(line.startswith("milepost: error: ") for line in lines), lines

@@ -198,9 +198,7 @@ def create_app(
         ):
             raise HTTPException(403, "cross-site request refused")
 
-    app = FastAPI(
-        title="milepost shop", docs_url=None, redoc_url=None, openapi_url=None, dependencies=[Depends(guard)]
-    )
+    app = FastAPI(title="milepost shop", docs_url=None, redoc_url=None, openapi_url=None, dependencies=[Depends(guard)])
     app.state.sessions = sessions
 
     def session_of(request: Request) -> tuple[ShopSession, str | None]:
