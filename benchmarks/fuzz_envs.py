@@ -3,7 +3,10 @@ and state changes on rejected input.
 
 Each environment gets ``--n`` answers (default 100,000) over a pool of tasks and settings (Sudoku: 4x4, 6x6 and
 9x9, every renderer, atomic / flexible / fixed modes, both wrong-fill rules; Rush Hour: generated boards of
-several levels, atomic / slide / flexible / fixed modes, one with walls). The answers mix, by weight:
+several levels, atomic / slide / flexible / fixed modes, one with walls; web shop: one- and two-item orders,
+every observation mode (``text``, ``text_rich``, ``accessibility``) and every action grammar (``search[...]`` /
+``click[...]``, the accessibility tree's ``click [N]`` / ``type [N] [...]``) in atomic / flexible / fixed modes).
+The answers mix, by weight:
 
 * the oracle's move and well-formed moves the rules refuse, so the valid and invalid-action paths are reached;
 * grammar-shaped answers whose slots are swapped for non-ASCII look-alikes: characters that case-fold or
@@ -17,7 +20,7 @@ the state before the step with exactly the reported ``info["actions"]`` replayed
 nothing, and a macro answer rejected part-way changed only what it reports); an answer whose ACTION segment is
 not ASCII is a format error. All four counts must be 0.
 
-Run: ``python benchmarks/fuzz_envs.py [--n 100000] [--seed 0] [--env sudoku|rushhour|all]``.
+Run: ``python benchmarks/fuzz_envs.py [--n 100000] [--seed 0] [--env sudoku|rushhour|webshop|all]``.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ from milepost.envs.sudoku import make_task as sudoku_task
 from milepost.envs.sudoku.generator import generate_easy
 from milepost.envs.sudoku.moves import illegal as sudoku_illegal
 from milepost.envs.sudoku.rules import SudokuRules, oracle_fill, parse_fill
+from milepost.envs.webshop import WebShopEnv
+from milepost.envs.webshop import moves as shop_moves
+from milepost.envs.webshop.render import elements as shop_elements
+from milepost.envs.webshop.rules import WebShopRules
+from milepost.envs.webshop.state import parse_action as parse_shop_action
 from milepost.types import Task
 
 # Characters that fold, normalise or classify as ASCII letters, digits or spaces.
@@ -232,6 +240,76 @@ def rush_targets(rng: random.Random) -> list[Target]:
     return targets
 
 
+def _shop_replay(snap: Any, actions: list[str]) -> Any:
+    state = snap.clone()
+    for text in actions:  # the env reports numbered-element actions in their plain form
+        action = parse_shop_action(text)
+        assert action is not None and not action.ref, text
+        state.apply(action)
+    return state
+
+
+def _shop_action(rules: WebShopRules, rng: random.Random) -> str:
+    """One well-formed action: the oracle's, a detour, a random legal one, one the page refuses, a search for
+    other words, or a numbered-element form (valid only in the accessibility tree, and only for some numbers)."""
+    roll = rng.random()
+    if roll < 0.3:
+        found = shop_moves.oracle(rules)
+        if found is not None:
+            return found[0]
+    if roll < 0.45:
+        detour = shop_moves.wrong(rules, rng)
+        if detour is not None:
+            return detour
+    if roll < 0.6:
+        legal = shop_moves.random_legal(rules, rng)
+        if legal is not None:
+            return legal
+    if roll < 0.75:
+        return shop_moves.illegal(rules, rng)
+    if roll < 0.8:
+        words = rng.sample([*rules.order.items[0].query.split(), "cheap", "red", "xl", "[", "]"], 3)
+        return f"search[{' '.join(words)}]"
+    ref = rng.randint(0, len(shop_elements(rules.state)) + 3)
+    if rng.random() < 0.5:
+        return f"click [{ref}]"
+    return f"type [{ref}] [{rules.order.items[rng.randrange(len(rules.order.items))].query}]"
+
+
+def _shop_answer(env: WebShopEnv, rng: random.Random) -> str:
+    rules = env.rules
+    assert isinstance(rules, WebShopRules)
+    count = env.action_mode.max_actions or rng.randint(1, 3)
+    if env.action_mode.kind != "atomic" and rng.random() < 0.5:
+        return "; ".join(text for text, _ in shop_moves.oracle_sequence(rules, count)) or _shop_action(rules, rng)
+    return "; ".join(_shop_action(rules, rng) for _ in range(count))
+
+
+def shop_targets(rng: random.Random) -> list[Target]:
+    targets = []
+    settings: list[dict[str, Any]] = [
+        {"size": 1, "render": "text"},
+        {"size": 1, "render": "text_rich", "action_mode": "flexible", "macro_k": 3},
+        {"size": 1, "render": "accessibility", "action_mode": "flexible"},
+        {"size": 2, "render": "accessibility"},
+        {"size": 2, "render": "text", "action_mode": "fixed", "macro_n": 2},
+        {"size": 2, "render": "text_rich", "action_mode": "fixed", "macro_n": 3},
+    ]
+    for k, kwargs in enumerate(settings):
+        task = WebShopEnv(size=kwargs["size"], catalogue_size=300).sample_task(k)
+        targets.append(
+            Target(
+                f"webshop{kwargs['size']}-{kwargs['render']}-{kwargs.get('action_mode', 'atomic')}",
+                lambda kwargs=kwargs: WebShopEnv(catalogue_size=300, **kwargs),
+                task,
+                lambda env: env.rules.state.clone(),
+                _shop_replay,
+                _shop_answer,
+            )
+        )
+    return targets
+
+
 def draw_answer(env: Any, target: Target, rng: random.Random) -> tuple[str, Any]:
     """One fuzz input and its kind."""
     roll = rng.random()
@@ -296,9 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="inputs per environment (default 100,000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--env", choices=("sudoku", "rushhour", "all"), default="all")
+    parser.add_argument("--env", choices=("sudoku", "rushhour", "webshop", "all"), default="all")
     args = parser.parse_args(argv)
-    builders = {"sudoku": sudoku_targets, "rushhour": rush_targets}
+    builders = {"sudoku": sudoku_targets, "rushhour": rush_targets, "webshop": shop_targets}
     failed = False
     header = f"{'env':<10} {'inputs':>8} {'crashes':>8} {'outside':>8} {'changed':>8} {'non-ASCII':>9} " + (
         f"{'applied':>8} {'rejected':>8} {'seconds':>8}"

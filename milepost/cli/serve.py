@@ -10,7 +10,6 @@ requests beyond --max-queue waiting ones a 429. Chat requests without max_tokens
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 
@@ -50,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from milepost.backends.hf import HFBackend
     from milepost.serve.app import create_app
-    from milepost.serve.runner import bind_socket, serve_forever
+    from milepost.serve.runner import bind_socket, is_loopback, serve_forever
 
     api_key = None
     if args.api_key_env:
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: a TCP port is 0..65535")
-    if api_key is None and not _is_loopback(args.host):
+    if api_key is None and not is_loopback(args.host):
         print(f"milepost: warning: serving on {args.host} without an API key", file=sys.stderr)
     backend = HFBackend(
         args.model_dir,
@@ -88,12 +87,3 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -4,14 +4,21 @@ The page is driven by the same environment as the text shop: every button is a `
 box a ``search[...]``, with the same rewards and subgoal events. Pick the task from a dataset (``--data`` with
 ``--task-id`` or ``--index``) or generate one (``--items``, ``--level``, ``--seed``). ``--replay EPISODES.jsonl``
 loads a recorded episode of that task (``--episode`` picks the line; default the first of the task) so that
-"Replay next step" steps through it. Binds 127.0.0.1 unless told otherwise.
+"Replay next step" steps through it.
+
+Binds 127.0.0.1 unless told otherwise, and warns when bound beyond loopback: the shop has no login. Each browser
+gets its own episode (a session cookie); requests naming another host (DNS rebinding) or posted from another
+site's page are refused; ``--allow-host NAME`` accepts a DNS name the shop is reached under.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from milepost.errors import InputError
 from milepost.types import Task
@@ -33,7 +40,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replay", default=None, help="episodes.jsonl of an eval run to step through")
     p.add_argument("--episode", type=int, default=None, help="line of --replay (default: the first of the task)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the shop may be reached under besides loopback and its address (repeatable)",
+    )
     p.set_defaults(func=run)
 
 
@@ -65,35 +79,59 @@ def replay_texts(path: str, task: Task, line: int | None) -> list[str]:
     source = Path(path)
     if not source.is_file():
         raise InputError(f"--replay {source}: no such file")
-    rows = [json.loads(text) for text in source.read_text(encoding="utf-8").splitlines() if text.strip()]
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for n, text in enumerate(source.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--replay {source}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise InputError(f"--replay {source}:{n}: an episode is a JSON object, not {type(row).__name__}")
+        rows.append((n, row))
     if line is not None:
         if not 0 <= line < len(rows):
             raise InputError(f"--episode {line}: {source} has {len(rows)} episodes")
-        row = rows[line]
+        n, row = rows[line]
         if row.get("task_id") != task.task_id:
             raise InputError(f"--episode {line} is of task {row.get('task_id')!r}, not {task.task_id!r}")
     else:
-        row = next((r for r in rows if r.get("task_id") == task.task_id), None)
-        if row is None:
+        n, row = next(((n, r) for n, r in rows if r.get("task_id") == task.task_id), (0, {}))
+        if not row:
             raise InputError(f"{source}: no episode of task {task.task_id!r}")
-    return [str(turn.get("text", "")) for turn in row.get("turns", [])]
+    turns = row.get("turns", [])
+    if not isinstance(turns, list) or not all(isinstance(turn, dict) for turn in turns):
+        raise InputError(f"--replay {source}:{n}: turns must be a list of objects")
+    return [str(turn.get("text", "")) for turn in turns]
 
 
-def serve(task: Task, replay: list[str] | None, host: str, port: int) -> int:
-    """Serve ``task``'s shop (with ``replay``'s answers behind "Replay next step") until interrupted."""
+def serve(task: Task, replay: list[str] | None, host: str, port: int, allowed_hosts: Sequence[str] = ()) -> int:
+    """Serve ``task``'s shop (with ``replay``'s answers behind "Replay next step") until interrupted.
+
+    Raises:
+        InputError: one line, for missing extras, a port outside 0..65535, a busy port or an unknown address.
+    """
     try:
-        import uvicorn
-
         from milepost.envs.webshop.html import create_app
+        from milepost.serve.runner import bind_socket, is_loopback, serve_forever
     except ImportError as exc:
         raise InputError(f"the web shop needs the serve and web extras (fastapi, uvicorn, jinja2): {exc}") from None
-    app = create_app(task, replay)
-    print(f"milepost shop: task {task.task_id} (goal distance {task.goal_distance}) on http://{host}:{port}/")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    app = create_app(task, replay, allowed_hosts=allowed_hosts)
+    if not is_loopback(host):
+        print(f"milepost: warning: serving the shop on {host}: anyone who can reach it can use it", file=sys.stderr)
+    sock = bind_socket(host, port)  # "on http://..." only once the port is ours
+    try:
+        shown = f"[{host}]" if ":" in host else host
+        bound = sock.getsockname()[1]
+        print(f"milepost shop: task {task.task_id} (goal distance {task.goal_distance}) on http://{shown}:{bound}/")
+        serve_forever(app, sock, log_level="warning")
+    finally:
+        sock.close()
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     task = pick_task(args)
     replay = replay_texts(args.replay, task, args.episode) if args.replay else None
-    return serve(task, replay, args.host, args.port)
+    return serve(task, replay, args.host, args.port, args.allow_host)

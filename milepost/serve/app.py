@@ -16,8 +16,13 @@ field types) is a 400, bodies over ``max_request_bytes`` a 413, and any error is
 ``{"error": {"message", "type", "param", "code"}}``. At most ``max_queue`` requests wait for the worker; more
 get a 429 (code ``queue_full``, with ``Retry-After``). A chat request without ``max_tokens`` gets
 ``default_max_tokens`` new tokens at most; a completion request gets OpenAI's 16 (or ``default_max_tokens`` if
-lower). A request whose client disconnects while it waits in the queue is dropped before it is computed (one
-already in a decoding batch runs to its end: the batch is decoded as one unit).
+lower). A request whose client disconnects while it waits in the queue is dropped at once, freeing its queue
+slot, and logged in one line (one already in a decoding batch runs to its end: the batch is decoded as one unit).
+
+Sampling fields are range-checked, each failure a 400 naming the field: ``temperature`` 0 (greedy) or 0.01-100
+(below 0.01 the tempered float32 logits overflow), ``top_p`` in (0, 1], ``top_k`` -1..2**31-1, ``max_tokens`` up
+to the server's limit, ``seed`` what ``torch.Generator`` takes. A request that still fails inside a batch does
+not fail its neighbours: the batch's failed requests are decoded again one by one, so only the culprit errs.
 
 Deviations from OpenAI, all deliberate: ``n`` must be 1 and streaming is not offered; ``top_logprobs`` hold
 only the sampled token (the backend computes no alternatives); a completion that ends on a stop string keeps
@@ -34,10 +39,11 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import queue
+import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
@@ -46,12 +52,15 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
-from milepost.backends.base import FinishReason, GenerationRequest, SamplingParams
+from milepost.backends.base import FinishReason, GenerationRequest, SamplingParams, error_completion
 from milepost.backends.hf import HFBackend
 from milepost.types import Completion
+
+log = logging.getLogger(__name__)
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -63,6 +72,9 @@ _ERROR_TYPES = {
 }
 _MAX_DEPTH = 32  # JSON nesting a request body may have; OpenAI bodies need about 5
 _DISCONNECT_POLL_S = 0.05  # how often a waiting request checks that its client is still connected
+_MIN_TEMPERATURE = 0.01  # below it, logits / T overflow float32 for ordinary logits (NaN probabilities)
+_MAX_TEMPERATURE = 100.0  # beyond it the distribution is uniform to float32 precision anyway
+_MAX_TOP_K = 2**31 - 1  # any k past the vocabulary means "off"; this bound keeps it a machine integer
 
 
 class ApiError(Exception):
@@ -93,13 +105,20 @@ class _Sampling(BaseModel):
 
     model: str | None = None
     max_tokens: int | None = Field(None, ge=1)
-    temperature: float = Field(1.0, ge=0.0)  # OpenAI's default
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=-1)  # -1 (vLLM) or 0: off
+    temperature: float = Field(1.0, ge=0.0, le=_MAX_TEMPERATURE, allow_inf_nan=False)  # OpenAI's default
+    top_p: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
+    top_k: int = Field(0, ge=-1, le=_MAX_TOP_K)  # -1 (vLLM) or 0: off
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=-(2**63), le=2**64 - 1)  # what torch.Generator accepts
     n: int = 1
     stream: bool = False
+
+    @field_validator("temperature")
+    @classmethod
+    def _not_tiny(cls, value: float) -> float:
+        if 0 < value < _MIN_TEMPERATURE:
+            raise ValueError(f"must be 0 (greedy) or at least {_MIN_TEMPERATURE}, got {value:g}")
+        return value
 
 
 class CompletionBody(_Sampling):
@@ -131,48 +150,72 @@ class ChatBody(_Sampling):
 
 
 class _Batcher:
-    """Owns the backend: encodes and decodes requests on one thread, batching those that arrive together."""
+    """Owns the backend: encodes and decodes requests on one thread, batching those that arrive together.
+
+    The waiting requests are a deque under a condition rather than a ``queue.Queue``, so that a request
+    cancelled while it waits (its client left) is removed at once and its slot counts no more.
+    """
 
     def __init__(self, backend: HFBackend, max_batch: int, window_s: float, max_queue: int) -> None:
         self.backend, self.max_batch, self.window_s, self.max_queue = backend, max_batch, window_s, max_queue
-        self._queue: queue.Queue[tuple[GenerationRequest, Future[Completion]] | None] = queue.Queue(max_queue)
+        self._waiting: deque[tuple[GenerationRequest, Future[Completion]]] = deque()
+        self._ready = threading.Condition()
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="milepost-serve-batcher", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._queue.put(None)
+        """Serve what still waits, then end the worker."""
+        with self._ready:
+            self._stopping = True
+            self._ready.notify_all()
         self._thread.join(timeout=30)
+
+    def waiting(self) -> int:
+        """Requests queued and not yet taken by the worker (cancelled ones are gone at once)."""
+        with self._ready:
+            return len(self._waiting)
 
     def submit(self, request: GenerationRequest) -> Future[Completion]:
         """Queue a request; cancelling the future before its batch starts drops it. 429 when the queue is full."""
         future: Future[Completion] = Future()
-        try:
-            self._queue.put_nowait((request, future))
-        except queue.Full:
-            raise ApiError(
-                429,
-                f"the server is busy: {self.max_queue} requests are already waiting; retry later",
-                code="queue_full",
-                headers={"Retry-After": "1"},
-            ) from None
+        with self._ready:
+            if len(self._waiting) >= self.max_queue:
+                raise ApiError(
+                    429,
+                    f"the server is busy: {self.max_queue} requests are already waiting; retry later",
+                    code="queue_full",
+                    headers={"Retry-After": "1"},
+                )
+            self._waiting.append((request, future))
+            self._ready.notify()
+        future.add_done_callback(self._forget)
         return future
 
+    def _forget(self, future: Future[Completion]) -> None:
+        if not future.cancelled():
+            return
+        with self._ready:
+            for i, (_, waiting) in enumerate(self._waiting):
+                if waiting is future:  # not yet taken by the worker
+                    del self._waiting[i]
+                    return
+
+    def _take(self, timeout: float | None) -> tuple[GenerationRequest, Future[Completion]] | None:
+        """The oldest waiting request; None after ``timeout`` seconds, or when stopping with nothing left."""
+        with self._ready:
+            self._ready.wait_for(lambda: self._waiting or self._stopping, timeout)
+            return self._waiting.popleft() if self._waiting else None
+
     def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
+        while (item := self._take(None)) is not None:
             batch = [item]
             deadline = time.monotonic() + self.window_s
             while len(batch) < self.max_batch and (left := deadline - time.monotonic()) > 0:
-                try:
-                    nxt = self._queue.get(timeout=left)
-                except queue.Empty:
-                    break
+                nxt = self._take(left)
                 if nxt is None:
-                    self._queue.put(None)  # finish this batch, then stop
                     break
                 batch.append(nxt)
             self._serve(batch)
@@ -190,14 +233,24 @@ class _Batcher:
             ready.append((GenerationRequest(prompt_ids=ids, params=req.params), future))
         if not ready:
             return
-        try:
-            results = self.backend.generate([req for req, _ in ready])
-        except Exception as exc:  # generate reports failures as completions; this is a last resort
-            for _, future in ready:
-                future.set_exception(ApiError(500, f"generation failed: {exc}"))
-            return
+        requests = [req for req, _ in ready]
+        results = self._generate(requests)
+        failed = [i for i, done in enumerate(results) if done.finish_reason == FinishReason.ERROR]
+        if failed and len(ready) > 1:
+            # One request can fail the whole batch it was decoded in (the backend decodes a batch as one
+            # unit); decoded alone, the others succeed and only the culprit's error is returned.
+            log.warning("a batch of %d requests failed; decoding its %d failed ones alone", len(ready), len(failed))
+            for i in failed:
+                results[i] = self._generate([requests[i]])[0]
         for (_, future), completion in zip(ready, results):
             future.set_result(completion)
+
+    def _generate(self, requests: list[GenerationRequest]) -> list[Completion]:
+        try:
+            return self.backend.generate(requests)
+        except Exception as exc:  # generate reports failures as completions; this is a last resort
+            log.exception("generation raised for a batch of %d requests", len(requests))
+            return [error_completion(f"generation failed: {exc}", req.prompt_ids or []) for req in requests]
 
 
 # -- app -----------------------------------------------------------------------------------------------------
@@ -285,10 +338,13 @@ def create_app(
         if declared is not None and declared.isdigit() and int(declared) > max_request_bytes:
             raise ApiError(413, f"request body over the {max_request_bytes}-byte limit")
         raw = bytearray()
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > max_request_bytes:
-                raise ApiError(413, f"request body over the {max_request_bytes}-byte limit")
+        try:
+            async for chunk in request.stream():
+                raw += chunk
+                if len(raw) > max_request_bytes:
+                    raise ApiError(413, f"request body over the {max_request_bytes}-byte limit")
+        except ClientDisconnect:  # the client left while sending: nobody reads the answer
+            raise gone(request) from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -308,7 +364,9 @@ def create_app(
         try:
             return schema.model_validate(data)
         except ValidationError as exc:
-            raise ApiError(400, _first_error(exc.errors())) from None
+            errors = exc.errors()
+            field = str(errors[0]["loc"][0]) if errors and errors[0].get("loc") else None
+            raise ApiError(400, _first_error(errors), param=field) from None
 
     def sampling(body: _Sampling, max_tokens: int | None, default_max: int) -> SamplingParams:
         if body.n != 1:
@@ -342,13 +400,18 @@ def create_app(
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
 
+    def gone(http: Request) -> ApiError:
+        client = f"{http.client.host}:{http.client.port}" if http.client else "a client"
+        log.info("%s closed its %s request before the answer", client, http.url.path)
+        return ApiError(400, "the client closed the request", code="client_disconnected")
+
     async def run(http: Request, request: GenerationRequest) -> Completion:
         waiter = asyncio.wrap_future(batcher.submit(request))
         while not waiter.done():
             await asyncio.wait([waiter], timeout=_DISCONNECT_POLL_S)
             if not waiter.done() and await http.is_disconnected():
-                waiter.cancel()  # cancels the queued request too: the worker skips it
-                raise ApiError(400, "the client closed the request", code="client_disconnected")
+                waiter.cancel()  # cancels the queued request too: it leaves the queue at once
+                raise gone(http)
         completion = waiter.result()
         if completion.finish_reason == FinishReason.CONTEXT_OVERFLOW:
             raise ApiError(

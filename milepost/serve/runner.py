@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
@@ -10,6 +11,16 @@ from typing import Any
 import uvicorn
 
 from milepost.errors import InputError, MilepostError
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address to bind) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

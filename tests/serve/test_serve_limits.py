@@ -5,6 +5,7 @@ and the token guards exactly the routes the module docstring names."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -133,7 +134,7 @@ def test_a_full_queue_is_a_429_and_the_queued_requests_still_finish(
     _wait_for(gated.entered.is_set, "the worker to take the first request")
     second = threading.Thread(target=send, args=("second",))
     second.start()
-    _wait_for(lambda: server_queue(server).qsize() == 1, "the second request to wait in the queue")
+    _wait_for(lambda: batcher(server).waiting() == 1, "the second request to wait in the queue")
     full = _post(server, "/completions", b'{"prompt": "third", "max_tokens": 2}')
     error = _is_openai_error(full, 429)
     assert error["code"] == "queue_full" and error["type"] == "rate_limit_error" and full.headers["retry-after"]
@@ -144,31 +145,87 @@ def test_a_full_queue_is_a_429_and_the_queued_requests_still_finish(
     assert len(gated.computed) == 2  # the refused request was never computed
 
 
-def server_queue(server: BackgroundServer) -> Any:
-    return server._server.config.app.state.batcher._queue  # the worker's queue, to know when a request waits
+def batcher(server: BackgroundServer) -> Any:
+    return server._server.config.app.state.batcher  # the worker, to know when a request waits
 
 
-def test_a_request_whose_client_hung_up_is_not_computed(server: BackgroundServer, gated: GatedBackend) -> None:
-    gated.gate.clear()
-    first = threading.Thread(target=_post, args=(server, "/completions", b'{"prompt": "first", "max_tokens": 2}'))
-    first.start()
-    _wait_for(gated.entered.is_set, "the worker to take the first request")
-    body = b'{"prompt": "gone away", "max_tokens": 2}'
+def _send_and_hang_up(server: BackgroundServer, body: bytes, sent: int | None = None) -> None:
+    """POST ``body`` (only its first ``sent`` bytes, when given) and close the connection without reading."""
     head = (
         f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     with socket.create_connection(("127.0.0.1", server.port)) as hung_up:
-        hung_up.sendall(head.encode() + body)
-        _wait_for(lambda: server_queue(server).qsize() == 1, "the request to wait in the queue")
-    queued = server_queue(server).queue[0][1]
-    _wait_for(queued.cancelled, "the server to notice the client has gone")
-    gated.gate.set()
-    first.join(60)
-    after = _post(server, "/completions", b'{"prompt": "after", "max_tokens": 2}')
-    assert after.status_code == 200
+        hung_up.sendall(head.encode() + body[:sent])
+        if sent is None:
+            _wait_for(lambda: batcher(server).waiting() == 1, "the request to wait in the queue")
+
+
+def test_a_request_whose_client_hung_up_frees_its_slot_at_once_and_is_not_computed(
+    server: BackgroundServer, gated: GatedBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    gated.gate.clear()
+    first = threading.Thread(target=_post, args=(server, "/completions", b'{"prompt": "first", "max_tokens": 2}'))
+    first.start()
+    _wait_for(gated.entered.is_set, "the worker to take the first request")
+    with caplog.at_level(logging.INFO, logger="milepost.serve.app"):
+        _send_and_hang_up(server, b'{"prompt": "gone away", "max_tokens": 2}')
+        # The worker is still held: the slot (max_queue=1) is free before the worker could reach the request.
+        _wait_for(lambda: batcher(server).waiting() == 0, "the departed request to leave the queue")
+        answers: list[httpx.Response] = []
+        second = threading.Thread(
+            target=lambda: answers.append(_post(server, "/completions", b'{"prompt": "after", "max_tokens": 2}'))
+        )
+        second.start()
+        _wait_for(lambda: batcher(server).waiting() == 1 or bool(answers), "the next request to be queued")
+        gated.gate.set()
+        first.join(60)
+        second.join(60)
+    assert answers[0].status_code == 200, answers[0].text  # not a 429: the departed request held no slot
     texts = [gated.tokenizer.decode(ids) for ids in gated.computed]
     assert texts == ["first", "after"], texts
+    lines = [r.getMessage() for r in caplog.records if r.name == "milepost.serve.app"]
+    assert len(lines) == 1 and "closed its /v1/completions request" in lines[0], lines
+
+
+def test_a_client_leaving_mid_body_is_one_log_line_not_a_traceback(
+    server: BackgroundServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server_log = logging.getLogger("uvicorn.error")  # where uvicorn logs an exception escaping the app
+    server_log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="milepost.serve.app"):
+            _send_and_hang_up(server, b'{"prompt": "half a body", "max_tokens": 2}', sent=10)
+            _wait_for(lambda: any(r.name == "milepost.serve.app" for r in caplog.records), "the log line")
+            assert _post(server, "/completions", b'{"prompt": "next", "max_tokens": 2}').status_code == 200
+    finally:
+        server_log.removeHandler(caplog.handler)
+    assert not [r for r in caplog.records if r.exc_info or r.name.startswith("uvicorn")], caplog.text
+    assert [r.getMessage().split()[-4:] for r in caplog.records] == [["request", "before", "the", "answer"]]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("top_k", "9223372036854775808"),  # 2**63: "Overflow when unpacking long long" in the decoding loop
+        ("top_k", "-2"),
+        ("temperature", "1e309"),  # parses as infinity
+        ("temperature", "1e-40"),  # a float32 denormal: logits / T overflow
+        ("temperature", "1000"),
+        ("top_p", "0"),
+        ("top_p", "1e-400"),  # parses as 0.0
+        ("max_tokens", "9223372036854775808"),
+        ("max_tokens", "0"),
+        ("seed", "-9223372036854775809"),
+        ("logprobs", "21"),
+    ],
+)
+def test_every_sampling_field_is_range_checked_naming_it(server: BackgroundServer, field: str, value: str) -> None:
+    default = "" if field == "max_tokens" else '"max_tokens": 2, '
+    body = f'{{"prompt": "x", {default}"{field}": {value}}}'  # raw JSON text: 1e309 is no Python float
+    error = _is_openai_error(_post(server, "/completions", body.encode()), 400)
+    assert error["message"].startswith(field) or error["param"] == field, error
+    assert "\n" not in error["message"]
 
 
 def test_missing_max_tokens_gets_the_server_default(server: BackgroundServer) -> None:

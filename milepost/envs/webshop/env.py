@@ -69,6 +69,9 @@ class WebShopEnv(TextEnv[Any, Action]):
             raise InputError("webshop: fixed action mode needs macro_n >= 1")
         if macro_k is not None and (action_mode != "flexible" or macro_k < 1):
             raise InputError("webshop: macro_k >= 1 goes with action_mode=flexible")
+        for name, value in (("catalogue_seed", catalogue_seed), ("catalogue_size", catalogue_size)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InputError(f"webshop: {name} must be an integer, not {value!r}")
         self.size = size
         default = DEFAULT_LEVELS[("webshop", size)].split(",")[0]
         self.level = get_level("webshop", size, level or default)
@@ -103,6 +106,19 @@ class WebShopEnv(TextEnv[Any, Action]):
                 task.task_id = f"webshop-{self.level.name}-{seed}-{index}"
                 return task
         raise InputError(f"webshop: no task of level {self.level.name} found in {_SAMPLE_TRIES} draws")
+
+    def reset(  # type: ignore[override]
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, StepInfo]:
+        """Start ``options["task"]`` (a ``Task`` or its dict), or a sampled task of the env's level.
+
+        Raises:
+            InputError: ``options["task"]`` is something else (checked before any state changes).
+        """
+        task = (options or {}).get("task")
+        if task is not None and not isinstance(task, Task | dict):
+            raise InputError(f"webshop: options['task'] must be a Task or its dict, not {type(task).__name__}")
+        return super().reset(seed=seed, options=options)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:  # type: ignore[override]
         obs, reward, terminated, truncated, info = super().step(action)

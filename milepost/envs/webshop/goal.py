@@ -8,6 +8,7 @@ unambiguous) and the target is among the search results of the requirement's can
 from __future__ import annotations
 
 import functools
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from milepost.errors import InputError
 
 Selection = tuple[str | None, ...]  # one chosen value (or None) per option dimension of the open product
 Line = tuple[int, Selection]  # a cart line: product index and its selection
+MAX_PRICE_LIMIT = 1e9  # dollars; far above any catalogue price, and exact in cents as a float
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,18 @@ class Requirement:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Requirement:
+        """The requirement of a task record's item.
+
+        Raises:
+            InputError: a missing or mistyped field, or a price limit that is not a finite number of dollars in
+                0..``MAX_PRICE_LIMIT`` (1e308 or Infinity would overflow the conversion to cents).
+        """
+        try:
+            price = float(data["price_limit"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"webshop item: malformed requirement ({exc})") from None
+        if not (math.isfinite(price) and 0 <= price <= MAX_PRICE_LIMIT):
+            raise InputError(f"webshop item: price_limit must be 0-{MAX_PRICE_LIMIT:g} dollars, not {price:g}")
         try:
             return cls(
                 product_id=str(data["product_id"]),
@@ -81,7 +95,7 @@ class Requirement:
                 category=str(data["category"]),
                 attributes=tuple(str(a) for a in data["attributes"]),
                 options=tuple((str(d), str(v)) for d, v in dict(data["options"]).items()),
-                price_limit=round(float(data["price_limit"]) * 100),
+                price_limit=round(price * 100),
                 query=str(data["query"]),
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -1,8 +1,9 @@
 """The check of a web-shop ``Task`` record (DESIGN: Contracts), for ``milepost.envs.records``.
 
 A record is trusted only after its facts are recomputed from the payload: the catalogue (seed, size) holds
-every target product, each item's requirement is met by its target and by no other product, the canonical
-query finds the target, the goal distance is the closed form's, and the level of the table holds it.
+every target product, each item's requirement is met by its target and by no other product, its category is the
+target's, the canonical query finds the target, the goal distance is the closed form's, and the level of the
+table holds it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ def check_record(task: Task) -> tuple[str, str] | None:
     for n, (req, target) in enumerate(zip(order.items, order.targets), 1):
         if matching(catalogue, req, limit=2) != [target]:
             return "payload", f"item {n}: {req.product_id} is not the one product meeting the requirement"
+        # The category earns half credit for a product of another type (Requirement.score): a wrong one
+        # changes the reward, so it must be the target's.
+        if req.category != catalogue.products[target].category:
+            actual = catalogue.products[target].category
+            return "payload", f"item {n}: category {req.category!r}, but {req.product_id} is in {actual!r}"
     model = DistanceModel(order)
     if any(p >= INF for p in model.best_page):
         return "payload", "a target is not among the results of any canonical query"

@@ -184,9 +184,8 @@ def test_shop_command_checks_its_task_and_replay_arguments(tmp_path: Path) -> No
 def test_show_web_replays_an_evaluated_episode_in_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    import uvicorn
-
     from milepost.cli.main import main
+    from milepost.serve import runner
 
     data, run = tmp_path / "shop", tmp_path / "eval"
     assert main(["data", "webshop", "--items", "2", "--train", "1", "--test", "2", "--catalogue-size", "300",
@@ -195,12 +194,13 @@ def test_show_web_replays_an_evaluated_episode_in_the_page(tmp_path: Path, monke
                  "--k", "1", "--out", str(run), "--no-progress"]) == 0  # fmt: skip
     rows = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
     served: dict[str, Any] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    monkeypatch.setattr(runner, "serve_forever", lambda app, sock, **kw: served.update(app=app, at=sock.getsockname()))
     for index, row in enumerate(rows):
         # The dataset comes from the eval's metrics.json: no --data needed.
-        assert main(["show", str(run / "episodes.jsonl"), "--index", str(index), "--web", "--port", "8123"]) == 0
-        assert served["port"] == 8123 and served["host"] == "127.0.0.1"
-        client = TestClient(served["app"])
+        assert main(["show", str(run / "episodes.jsonl"), "--index", str(index), "--web", "--port", "0"]) == 0
+        host, port = served["at"]
+        assert host == "127.0.0.1" and port > 0
+        client = TestClient(served["app"], base_url=f"http://{host}:{port}")
         assert f"{len(row['turns'])}" in client.get("/").text  # "Replay next step (N left)"
         for _ in row["turns"]:
             client.post("/replay/next")

@@ -5,24 +5,41 @@ Every button posts the WebShop action it stands for (``click[Next >]``, ``click[
 rewards and subgoal events. ``/state.json`` reports the episode (for tests and scripts); with a recorded episode
 ``/replay/next`` applies its actions one at a time. This module needs the serve extra (fastapi, jinja2); the
 text environment never imports it.
+
+Who may drive it: each client (browser) gets its own episode, keyed by a random ``SameSite=Strict`` session
+cookie; at most ``max_sessions`` are kept, the least recently used dropped first. A request is refused unless
+its ``Host`` header names this server (a loopback name, the address the connection arrived on, or an
+``allowed_hosts`` name) with the port it arrived on: a page served elsewhere cannot reach the shop through DNS
+rebinding. A POST whose ``Origin`` is another site's (or ``null``) is refused, so a page the user visits
+cannot drive or reset the shop. Bodies over ``max_body_bytes`` get a 413, actions over ``max_action_chars`` a
+400, and an episode keeps its last ``max_history`` events.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import jinja2
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from milepost.envs.base import MAX_ACTION_CHARS
 from milepost.envs.webshop.env import WebShopEnv
 from milepost.envs.webshop.html.template import PAGE
 from milepost.envs.webshop.search import PAGE_SIZE
 from milepost.envs.webshop.state import ITEM, RESULTS, TAB, ShopState
 from milepost.types import StepInfo, Task
+
+COOKIE = "milepost_shop"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+MAX_BODY_BYTES = 64 * 1024  # a form of one action of MAX_ACTION_CHARS, percent-encoded, fits several times
+MAX_SESSIONS = 64
+MAX_HISTORY = 1000  # events kept per episode; the step budget ends an episode long before
 
 
 def element_id(value: str) -> str:
@@ -33,10 +50,11 @@ def element_id(value: str) -> str:
 class ShopSession:
     """One episode of a task in the web shop: the env, its last step info and the events so far."""
 
-    def __init__(self, task: Task, replay: Sequence[str] | None = None) -> None:
+    def __init__(self, task: Task, replay: Sequence[str] | None = None, max_history: int = MAX_HISTORY) -> None:
         self.task = task
         self.env = WebShopEnv(size=task.size)
         self.replay = list(replay) if replay is not None else None
+        self.max_history = max_history
         self.reset()
 
     def reset(self) -> None:
@@ -56,6 +74,7 @@ class ShopSession:
         self.info = info
         self.events.append({"action": action, "reward": reward, "new_subgoals": list(info["new_subgoals"]),
                             "error": info["error"]})  # fmt: skip
+        del self.events[: -self.max_history]
         return info
 
     def replay_next(self) -> None:
@@ -115,52 +134,151 @@ class ShopSession:
         return ctx
 
 
-def create_app(task: Task, replay: Sequence[str] | None = None) -> FastAPI:
-    """The FastAPI app of one task's shop (``replay``: a recorded episode's actions, for ``/replay/next``)."""
-    template = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(PAGE)
-    session = ShopSession(task, replay)
-    app = FastAPI(title="milepost shop", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.session = session
+def create_app(
+    task: Task,
+    replay: Sequence[str] | None = None,
+    *,
+    allowed_hosts: Sequence[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_action_chars: int = MAX_ACTION_CHARS,
+    max_sessions: int = MAX_SESSIONS,
+    max_history: int = MAX_HISTORY,
+) -> FastAPI:
+    """The FastAPI app of one task's shop, one episode per client (see the module docstring for the checks).
 
-    def back() -> RedirectResponse:
-        return RedirectResponse("/", status_code=303)
+    Args:
+        task: the web-shop task every client's episode starts from.
+        replay: a recorded episode's answer texts, for ``/replay/next`` (each client steps through its own copy).
+        allowed_hosts: host names accepted in ``Host`` and ``Origin`` besides the loopback names and the address
+            a connection arrived on (for a shop served under a DNS name).
+        max_body_bytes: larger request bodies get a 413.
+        max_action_chars: longer actions (or search queries) get a 400.
+        max_sessions: episodes kept at once; a new client beyond them replaces the least recently used.
+        max_history: events of an episode kept for ``/state.json``.
+
+    Raises:
+        ValueError: when a limit is not positive.
+    """
+    for label, value in (
+        ("max_body_bytes", max_body_bytes),
+        ("max_action_chars", max_action_chars),
+        ("max_sessions", max_sessions),
+        ("max_history", max_history),
+    ):
+        if value < 1:
+            raise ValueError(f"{label} must be >= 1, got {value}")
+    template = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(PAGE)
+    names = LOOPBACK_NAMES | {h.lower().strip("[]") for h in allowed_hosts}
+    sessions: OrderedDict[str, ShopSession] = OrderedDict()
+
+    def ours(request: Request, authority: str) -> bool:
+        """Whether ``host[:port]`` names this server: a known name, or the address the connection came to."""
+        try:
+            parts = urllib.parse.urlsplit("//" + authority)
+            name, port = parts.hostname, parts.port or 80
+        except ValueError:  # a port that is not a number, or out of range
+            return False
+        server = request.scope.get("server") or (None, None)
+        return name is not None and name in names | {str(server[0]).lower()} and port == server[1]
+
+    async def guard(request: Request) -> None:
+        # Starlette's TrustedHostMiddleware compares the host name only; the port matters here (another local
+        # service's pages are same-site), and the address a connection arrived on is known only per request.
+        if not ours(request, request.headers.get("host", "")):
+            raise HTTPException(400, "invalid Host header: this shop answers only to its own address")
+        origin = request.headers.get("origin")
+        if request.method == "POST" and origin is not None:
+            parts = urllib.parse.urlsplit(origin)
+            if parts.scheme != "http" or not ours(request, parts.netloc):
+                raise HTTPException(403, f"cross-origin request from {origin} refused")
+        # Fetch metadata (web.dev "resource isolation policy"): another site may link to the shop (a top-level
+        # GET navigation) but not load it in the background, which would make sessions and evict the user's.
+        if request.headers.get("sec-fetch-site") == "cross-site" and not (
+            request.method == "GET" and request.headers.get("sec-fetch-mode") == "navigate"
+        ):
+            raise HTTPException(403, "cross-site request refused")
+
+    app = FastAPI(title="milepost shop", docs_url=None, redoc_url=None, openapi_url=None, dependencies=[Depends(guard)])
+    app.state.sessions = sessions
+
+    def session_of(request: Request) -> tuple[ShopSession, str | None]:
+        """The client's episode, and the new cookie to set when it had none (or one no longer kept)."""
+        key = request.cookies.get(COOKIE, "")
+        if key in sessions:
+            sessions.move_to_end(key)
+            return sessions[key], None
+        key = secrets.token_urlsafe(16)
+        sessions[key] = ShopSession(task, replay, max_history)
+        while len(sessions) > max_sessions:
+            sessions.popitem(last=False)
+        return sessions[key], key
+
+    def answer(response: Response, new_key: str | None) -> Response:
+        if new_key is not None:
+            response.set_cookie(COOKIE, new_key, httponly=True, samesite="strict")
+        return response
+
+    def back(new_key: str | None) -> Response:
+        return answer(RedirectResponse("/", status_code=303), new_key)
 
     async def field(request: Request, name: str) -> str:
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_body_bytes:
+            raise HTTPException(413, f"request body over the {max_body_bytes}-byte limit")
+        raw = bytearray()
+        async for chunk in request.stream():  # counted as it arrives: a chunked body declares no length
+            raw += chunk
+            if len(raw) > max_body_bytes:
+                raise HTTPException(413, f"request body over the {max_body_bytes}-byte limit")
         # The forms are urlencoded; parsed here so the page needs no python-multipart.
-        body = (await request.body()).decode("utf-8", errors="replace")
-        values = urllib.parse.parse_qs(body, keep_blank_values=True).get(name, [""])
+        values = urllib.parse.parse_qs(raw.decode("utf-8", errors="replace"), keep_blank_values=True).get(name, [""])
+        if len(values[0]) > max_action_chars:
+            raise HTTPException(400, f"{name} longer than {max_action_chars} characters")
         return values[0]
 
+    @app.exception_handler(HTTPException)
+    async def _refused(_: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+
     @app.get("/", response_class=HTMLResponse)
-    def page() -> str:
+    async def page(request: Request) -> Response:
+        session, new_key = session_of(request)
         ctx = session.context()
         for key in ("query", "page_no", "total", "has_prev", "has_next", "results", "product", "options", "tab",
                     "tab_lines"):  # fmt: skip
             ctx.setdefault(key, None)
-        return template.render(**ctx)
+        ctx["max_query"] = max_action_chars - len("search[]")
+        return answer(HTMLResponse(template.render(**ctx)), new_key)
 
     @app.post("/act")
-    async def act(request: Request) -> RedirectResponse:
-        session.act(await field(request, "action"))
-        return back()
+    async def act(request: Request) -> Response:
+        action = await field(request, "action")
+        session, new_key = session_of(request)
+        session.act(action)
+        return back(new_key)
 
     @app.post("/search")
-    async def search(request: Request) -> RedirectResponse:
-        session.act(f"search[{await field(request, 'query')}]")
-        return back()
+    async def search(request: Request) -> Response:
+        query = await field(request, "query")
+        session, new_key = session_of(request)
+        session.act(f"search[{query}]")
+        return back(new_key)
 
     @app.post("/reset")
-    def reset() -> RedirectResponse:
+    async def reset(request: Request) -> Response:
+        session, new_key = session_of(request)
         session.reset()
-        return back()
+        return back(new_key)
 
     @app.post("/replay/next")
-    def replay_next() -> RedirectResponse:
+    async def replay_next(request: Request) -> Response:
+        session, new_key = session_of(request)
         session.replay_next()
-        return back()
+        return back(new_key)
 
     @app.get("/state.json")
-    def state() -> JSONResponse:
-        return JSONResponse(session.snapshot())
+    async def state(request: Request) -> Response:
+        session, new_key = session_of(request)
+        return answer(JSONResponse(session.snapshot()), new_key)
 
     return app

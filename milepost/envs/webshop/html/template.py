@@ -35,7 +35,7 @@ PAGE = """<!doctype html>
  {%- endmacro %}
  {% if page == "search" %}
   <form method="post" action="/search" id="search-form">
-   <input type="text" name="query" id="search-input" size="60" autofocus>
+   <input type="text" name="query" id="search-input" size="60" maxlength="{{ max_query }}" autofocus>
    <button type="submit" id="search-button">Search</button>
   </form>
   {% if cart %}{{ click("Checkout") }}{% endif %}
