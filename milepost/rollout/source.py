@@ -100,22 +100,66 @@ class SharedWeights:
 def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The model's weights as a plain (non-PEFT) model names them, LoRA adapters merged in, each tensor once.
 
+    The merged weights are new tensors (:func:`lora_merged_weights`); the model's own weights are never written,
+    so a push leaves the base weights bit-identical (peft's ``merge_adapter()`` / ``unmerge_adapter()`` add and
+    subtract the adapter in place, which rounds the base weights a little at every push in bf16).
+
     Tied weights (an output head sharing the input embedding) appear once, under their first name, as
     ``save_pretrained`` writes them; vLLM's loaders skip the tied name.
+
+    Raises:
+        InputError: an adapter kind whose merge is not W + scale * B @ A (DoRA and other LoRA variants).
     """
-    merge = getattr(model, "merge_adapter", None)
     base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
-    with contextlib.ExitStack() as stack:
-        if callable(merge):
-            merge()
-            stack.callback(model.unmerge_adapter)
-        out: dict[str, torch.Tensor] = {}
-        seen: set[int] = set()
-        for name, tensor in base.state_dict().items():
-            if "lora_" in name or tensor.data_ptr() in seen:
-                continue
-            seen.add(tensor.data_ptr())
-            out[name.replace(".base_layer.", ".")] = tensor.detach().to("cpu", copy=True).contiguous()
+    merged = lora_merged_weights(base)
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, tensor in base.state_dict().items():
+        if "lora_" in name or tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        value = merged.get(name, tensor)
+        out[name.replace(".base_layer.", ".")] = value.detach().to("cpu", copy=True).contiguous()
+    return out
+
+
+def lora_merged_weights(base: Any) -> dict[str, torch.Tensor]:
+    """The merged weight (and bias) of every LoRA layer in ``base``, as new tensors keyed by their state-dict
+    names (``...q_proj.base_layer.weight``); empty for a model without adapters.
+
+    Each is what peft's own ``LoraLayer.merge`` (peft/tuners/lora/layer.py, ``Linear.merge``, non-safe branch)
+    writes in place, computed on a copy: ``W += get_delta_weight(adapter)`` for each active adapter not yet
+    merged (``check_adapters_to_merge``), where ``get_delta_weight`` is peft's ``transpose(B @ A,
+    fan_in_fan_out) * scaling`` in the adapter's dtype; and ``bias += lora_B.bias * scaling`` with
+    ``lora_bias``. Same operations in the same order, so the result equals ``merge_and_unload()``'s bit for bit.
+    """
+    try:
+        from peft.tuners.lora import layer as lora
+    except ImportError:  # no peft: no adapters
+        return {}
+    kinds = (lora.Linear, lora.Embedding, lora._ConvNd)
+    out: dict[str, torch.Tensor] = {}
+    for prefix, module in base.named_modules():
+        if not isinstance(module, lora.LoraLayer):
+            continue
+        adapters = [a for a in module.active_adapters if a in module.lora_A and a not in module.merged_adapters]
+        if not adapters:
+            continue
+        variants = [a for a in adapters if a in getattr(module, "lora_variant", {})]
+        if variants or not isinstance(module, kinds):
+            what = f"adapter {variants[0]!r} is a LoRA variant (DoRA...)" if variants else type(module).__name__
+            raise InputError(f"weight push: {prefix}: {what}; only plain LoRA on Linear, Embedding, Conv merges here")
+        layer = module.get_base_layer()
+        with torch.no_grad():
+            weight = layer.weight.detach().clone()
+            bias = layer.bias.detach().clone() if getattr(layer, "bias", None) is not None else None
+            for adapter in adapters:
+                weight += module.get_delta_weight(adapter)
+                if module.lora_bias[adapter] and bias is not None:
+                    bias += module.lora_B[adapter].bias * module.scaling[adapter]
+        out[f"{prefix}.base_layer.weight"] = weight
+        if bias is not None:
+            out[f"{prefix}.base_layer.bias"] = bias
     return out
 
 

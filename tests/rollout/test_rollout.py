@@ -202,3 +202,47 @@ def test_lora_adapters_are_merged_before_a_push() -> None:
     # The adapter is unmerged again afterwards: the trainer keeps training A and B, not the merged weights.
     assert any("lora_A" in n for n, _ in model.named_parameters())
     assert not any(getattr(m, "merged", False) for m in model.modules())
+
+
+def test_lora_pushes_in_bf16_leave_the_base_weights_bit_identical() -> None:
+    """50 pushes of a bf16 LoRA model (the adapter moving between pushes, as in training): the base weights never
+    change by a single bit, and every push equals peft's own merge (``merge_and_unload`` of a copy) exactly. The
+    old merge_adapter() / unmerge_adapter() round trip rounded the base weights in place at every push."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from milepost.backends.hf import load_model
+
+    torch.manual_seed(0)
+    base, _ = load_model(SHIPPED, torch.device("cpu"), torch.bfloat16)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"]))
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    assert frozen and all(t.dtype == torch.bfloat16 for t in frozen.values())
+    for push in range(50):
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name or "lora_A" in name:
+                    p.add_(0.05 * torch.randn_like(p))  # a training step moved the adapter
+        state = merged_state_dict(model)
+        if push in (0, 49):
+            expected = copy.deepcopy(model).merge_and_unload().state_dict()
+            for name, tensor in state.items():
+                assert torch.equal(tensor, expected[name]), (push, name)
+    changed = {n: int((p.detach() != frozen[n]).sum()) for n, p in model.named_parameters() if n in frozen}
+    assert sum(changed.values()) == 0, {n: c for n, c in changed.items() if c}
+    # The pushed weights did move where the adapters sit, and only there.
+    original = {k.replace(".base_layer.", "."): v for k, v in model.get_base_model().state_dict().items()}
+    moved = {name for name, tensor in state.items() if not torch.equal(tensor, original[name])}
+    assert moved and all(any(k in name for k in ("q_proj", "v_proj", "up_proj")) for name in moved)
+
+
+def test_lora_variants_are_refused_before_a_push() -> None:
+    from peft import LoraConfig, get_peft_model
+
+    from milepost.backends.hf import load_model
+
+    base, _ = load_model(SHIPPED, torch.device("cpu"), torch.float32)
+    model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj"], use_dora=True))
+    with pytest.raises(InputError, match="LoRA variant"):
+        merged_state_dict(model)
