@@ -34,6 +34,14 @@ import torch
 
 from milepost.backends.base import Backend, BackendError, parse_policy_spec
 from milepost.errors import InputError
+from milepost.rollout.sizing import (
+    ModelShape,
+    check_engine_fits,
+    check_full_logprobs,
+    context_window,
+    device_bytes,
+    engine_memory,
+)
 from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD
 
 WEIGHTS_FILE = "model.safetensors"
@@ -240,6 +248,32 @@ def special_ids(model: Any, tokenizer: Any) -> tuple[int, frozenset[int]]:
     return (int(pad) if pad is not None else min(ids)), frozenset(ids)
 
 
+def engine_window(cfg: Any, model: Any, device_memory: int | None = None) -> int:
+    """The in-process vLLM engine's context window for ``cfg``, after checking that the engine fits its share of
+    the device and can give the log-probs the sampler needs (``milepost.rollout.sizing``).
+
+    Args:
+        cfg: the training config (``rollout``, ``agent``, ``bf16``).
+        model: the trainer's model (its config gives the shapes; its parameters the weight count).
+        device_memory: bytes of the device the engine shares (default: the CUDA device's, else the RAM).
+
+    Raises:
+        InputError: a window with no room for the answers, an engine that does not fit, or whole-vocabulary
+            log-probs at a large vocabulary.
+    """
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    params = sum(p.numel() for n, p in base.named_parameters() if "lora_" not in n)
+    shape = ModelShape.from_config(base.config, params)
+    rollout, agent = cfg.rollout, cfg.agent
+    window = context_window(rollout.max_model_len, rollout.max_prompt_tokens, agent.max_new_tokens, shape.max_positions)
+    if agent.top_p < 1.0 or agent.top_k > 0:
+        check_full_logprobs(shape.vocab)
+    total = device_memory if device_memory is not None else device_bytes()
+    need = engine_memory(shape, 2 if cfg.bf16 else 4, window, total, rollout.gpu_memory_utilization)
+    check_engine_fits(need, rollout.gpu_memory_utilization, total, window)
+    return window
+
+
 def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> RolloutSource:
     """The rollout source ``cfg.rollout`` names, generating with ``model``'s weights (not yet synced for the
     remote kinds: the trainer's first ``sync`` pushes them).
@@ -265,6 +299,7 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
 
         if rollout.backend != "vllm":
             raise InputError("rollout.backend: vllm takes no path (the engine starts on the trainer's weights)")
+        window = engine_window(cfg, model)
         write_weights(model, tokenizer, folder)
         vllm_backend = VLLMBackend(
             folder,
@@ -272,7 +307,7 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
             logprobs="full" if truncated else "processed",
             dtype="bfloat16" if cfg.bf16 else "float32",
             gpu_memory_utilization=rollout.gpu_memory_utilization,
-            max_model_len=rollout.max_model_len,
+            max_model_len=window,
             seed=cfg.seed,
             name=f"vllm:{cfg.name}",
             enforce_eager=rollout.enforce_eager,
