@@ -58,7 +58,7 @@ from milepost.backends.base import (
 )
 from milepost.errors import InputError
 from milepost.rollout.sizing import check_full_logprobs
-from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD
+from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD, check_reload
 from milepost.types import Completion
 
 log = logging.getLogger(__name__)
@@ -273,9 +273,15 @@ class VLLMBackend:
 
     def reload_weights(self, weights_path: str | os.PathLike[str]) -> None:
         """Serve the safetensors weights in ``weights_path`` from now on (names as the Hugging Face model's),
-        then drop the prefix cache, whose keys and values were computed with the old weights."""
-        self.llm.collective_rpc(RELOAD_METHOD, kwargs={"weights_path": os.fspath(weights_path)})
-        self.llm.reset_prefix_cache()
+        then drop the prefix cache, whose keys and values were computed with the old weights.
+
+        Raises:
+            BackendError: a worker left parameters with the old weights, or the prefix cache was not reset.
+        """
+        results = self.llm.collective_rpc(RELOAD_METHOD, kwargs={"weights_path": os.fspath(weights_path)})
+        check_reload(results, self.name)
+        if not self.llm.reset_prefix_cache():  # False while blocks are held: the old keys and values would stay
+            raise BackendError(f"{self.name}: vLLM did not reset its prefix cache after the weight reload")
 
     def close(self) -> None:
         """Shut the engine down (its worker processes end)."""

@@ -42,7 +42,7 @@ from milepost.rollout.sizing import (
     device_bytes,
     engine_memory,
 )
-from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD
+from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD, check_reload
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -227,8 +227,9 @@ class ServerReload:
                 )
             if reply.status_code != 200:
                 raise BackendError(f"{self.root}/collective_rpc: HTTP {reply.status_code}: {reply.text[:300]}")
+            check_reload(json.loads(reply.text or "{}").get("results") or [], self.root)
             reply = httpx.post(f"{self.root}/reset_prefix_cache", headers=self.headers, timeout=self.timeout)
-            if reply.status_code != 200 or not json.loads(reply.text or "{}").get("success", True):
+            if reply.status_code != 200 or not json.loads(reply.text or "{}").get("success", False):
                 raise BackendError(f"{self.root}/reset_prefix_cache: HTTP {reply.status_code}: {reply.text[:300]}")
         except httpx.HTTPError as exc:
             raise BackendError(f"{self.root}: weight reload failed: {type(exc).__name__}: {exc}") from exc

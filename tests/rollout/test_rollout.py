@@ -88,8 +88,10 @@ def test_written_weights_load_back_exactly_with_tied_weights_once(tmp_path: Path
 class FakeVLLM:
     """A server with vLLM's dev-mode routes; records what it was asked."""
 
-    def __init__(self, routes: bool = True) -> None:
+    def __init__(self, routes: bool = True, unloaded: list[str] | None = None, reset: bool = True) -> None:
         self.routes = routes
+        self.unloaded = unloaded or []  # what milepost's worker extension reports it did not load
+        self.reset = reset
         self.calls: list[tuple[str, Any]] = []
 
     def app(self) -> FastAPI:
@@ -99,12 +101,12 @@ class FakeVLLM:
             @app.post("/collective_rpc")
             async def rpc(request: Request) -> Any:
                 self.calls.append(("rpc", await request.json()))
-                return {"results": [None]}
+                return {"results": [self.unloaded]}
 
             @app.post("/reset_prefix_cache")
             async def reset() -> Any:
                 self.calls.append(("reset", None))
-                return {"success": True}
+                return {"success": self.reset}
 
         @app.post("/v1/completions")
         async def completions(request: Request) -> Any:
@@ -130,6 +132,25 @@ def test_server_reload_calls_the_rpc_route_then_resets_the_prefix_cache(tmp_path
     with BackgroundServer(FakeVLLM(routes=False).app()) as server, pytest.raises(BackendError) as err:
         ServerReload(server.base_url)(tmp_path)
     assert "VLLM_SERVER_DEV_MODE=1" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_reload_that_left_old_weights_or_kept_the_prefix_cache_fails_loudly(tmp_path: Path) -> None:
+    """vLLM's in-place reload only logs the parameters it did not load; the worker extension reports them and
+    the push fails, naming them, as it does when the prefix cache (the old weights' keys and values) stays."""
+    from milepost.rollout.vllm_worker import check_reload
+
+    with BackgroundServer(FakeVLLM(unloaded=["model.norm.weight"]).app()) as server, pytest.raises(BackendError) as err:
+        ServerReload(server.base_url)(tmp_path)
+    assert "model.norm.weight" in str(err.value) and "\n" not in str(err.value)
+    fake = FakeVLLM(reset=False)
+    with BackgroundServer(fake.app()) as server, pytest.raises(BackendError, match="reset_prefix_cache"):
+        ServerReload(server.base_url)(tmp_path)
+    assert [c[0] for c in fake.calls] == ["rpc", "reset"]
+    # The in-process engine's collective_rpc results, one per worker: every worker must report an empty list.
+    check_reload([[], []], "vllm:x")
+    for results in ([], [None], [[], ["lm_head.weight"]]):
+        with pytest.raises(BackendError):
+            check_reload(results, "vllm:x")
 
 
 def test_server_rollouts_send_token_ids_and_refuse_a_server_without_them() -> None:
