@@ -7,7 +7,8 @@ sources, one protocol (``rollout.backend`` in the config):
 * ``hf``: the trainer's own model behind an ``HFBackend``; there is nothing to push (:class:`SharedWeights`).
 * ``vllm``: an in-process vLLM engine started on the trainer's weights; a push writes the weights once as
   safetensors and the engine reloads them in place (:class:`DiskReload` over ``VLLMBackend.reload_weights``).
-* ``openai:MODEL@URL``: a vLLM server; prompts go as token ids to ``/v1/completions`` with token ids and
+* ``openai:MODEL@URL``: a vLLM server, checked first to temper its log-probs (``--logprobs-mode
+  processed_logprobs``: :class:`LogprobsModeProbe`); prompts go as token ids to ``/v1/completions`` with token ids and
   log-probs requested; a push writes the weights where the server can read them and calls its reload route
   (:class:`ServerReload`: ``/collective_rpc`` under ``VLLM_SERVER_DEV_MODE=1``, then ``/reset_prefix_cache``).
 
@@ -235,6 +236,76 @@ class ServerReload:
             raise BackendError(f"{self.root}: weight reload failed: {type(exc).__name__}: {exc}") from exc
 
 
+PROBE_TEMPERATURE = 0.5
+
+
+def tempering_applied(at_one: dict[str, float], at_t: dict[str, float], temperature: float) -> bool | None:
+    """Whether a server's returned log-probs are tempered, from the top log-probs of one position sampled at
+    temperature 1 (``at_one``) and at ``temperature`` (``at_t``), same prompt.
+
+    ``processed_logprobs`` returns ``log_softmax(logits / T)``, so the gap between two tokens' log-probs scales by
+    1 / T; ``raw_logprobs`` returns ``log_softmax(logits)`` whatever T, so the gap stays. Returns None when the
+    probe cannot tell (fewer than two tokens in common, or no gap between them).
+    """
+    common = [k for k in at_one if k in at_t]
+    if len(common) < 2:
+        return None
+    hi = max(common, key=lambda k: at_one[k])
+    lo = min(common, key=lambda k: at_one[k])
+    gap = at_one[hi] - at_one[lo]
+    if gap < 1e-3:
+        return None
+    ratio = (at_t[hi] - at_t[lo]) / gap
+    return abs(ratio - 1 / temperature) < abs(ratio - 1)
+
+
+class LogprobsModeProbe:
+    """Checks that a vLLM server returns the tempered log-probs the trainer needs (``--logprobs-mode
+    processed_logprobs``; vLLM's default ``raw_logprobs`` ignores the temperature): one token of the same prompt at
+    temperature 1 and at :data:`PROBE_TEMPERATURE`, top log-probs compared (:func:`tempering_applied`). vLLM
+    does not report its ``logprobs_mode`` through the API, so the answers themselves are the evidence."""
+
+    def __init__(self, base_url: str, model: str, timeout: float = 60.0, api_key_env: str = "OPENAI_API_KEY") -> None:
+        root = base_url.rstrip("/")
+        self.url = f"{root if root.endswith('/v1') else root + '/v1'}/completions"
+        self.model = model
+        self.timeout = timeout
+        key = os.environ.get(api_key_env)
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def top_logprobs(self, prompt_ids: list[int], temperature: float) -> dict[str, float]:
+        import httpx
+
+        body = {
+            "model": self.model,
+            "prompt": prompt_ids,
+            "max_tokens": 1,
+            "temperature": temperature,
+            "top_p": 1.0,
+            "logprobs": 5,
+            "seed": 0,
+        }
+        try:
+            reply = httpx.post(self.url, json=body, headers=self.headers, timeout=self.timeout)
+            reply.raise_for_status()
+            top = reply.json()["choices"][0]["logprobs"]["top_logprobs"][0]
+            return {str(k): float(v) for k, v in top.items()}
+        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+            raise BackendError(f"{self.url}: the log-probs probe failed: {type(exc).__name__}: {exc}") from exc
+
+    def check(self, prompt_ids: list[int]) -> None:
+        """Raises ``InputError`` (one line, naming the setting) unless the server tempers its log-probs."""
+        verdict = tempering_applied(
+            self.top_logprobs(prompt_ids, 1.0), self.top_logprobs(prompt_ids, PROBE_TEMPERATURE), PROBE_TEMPERATURE
+        )
+        if verdict is not True:
+            seen = "untempered log-probs" if verdict is False else "log-probs that do not show the temperature"
+            raise InputError(
+                f"rollout.backend openai: the server at {self.url} returns {seen}; the trainer needs log_softmax("
+                "logits / T): start vLLM with --logprobs-mode processed_logprobs"
+            )
+
+
 def special_ids(model: Any, tokenizer: Any) -> tuple[int, frozenset[int]]:
     """(padding id, end-of-sequence ids) as the ``hf`` backend chooses them."""
     ids: set[int] = set()
@@ -330,4 +401,6 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
         require_token_ids=True,
         tokenizer=tokenizer,
     )
+    probe_ids = list(tokenizer("1 2 3 4 5 6 7 8", add_special_tokens=False)["input_ids"])
+    LogprobsModeProbe(spec.base_url or "", spec.model).check(probe_ids)
     return Generator(str(spec), server, DiskReload(folder, ServerReload(spec.base_url or "")))

@@ -267,3 +267,58 @@ def test_lora_variants_are_refused_before_a_push() -> None:
     model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj"], use_dora=True))
     with pytest.raises(InputError, match="LoRA variant"):
         merged_state_dict(model)
+
+
+class FakeLogprobsServer:
+    """``/v1/completions`` returning the top log-probs of fixed logits, as vLLM does in ``processed_logprobs``
+    mode (log_softmax(logits / T)) or in its default ``raw_logprobs`` mode (log_softmax(logits), any T)."""
+
+    LOGITS = {"a": 2.0, "b": 0.5, "c": -1.0, "d": -3.0}
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.temperatures: list[float] = []
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/completions")
+        async def completions(request: Request) -> Any:
+            body = await request.json()
+            t = float(body["temperature"])
+            self.temperatures.append(t)
+            scale = t if self.mode == "processed" else 1.0
+            z = {k: v / scale for k, v in self.LOGITS.items()}
+            norm = math.log(sum(math.exp(v) for v in z.values()))
+            top = {k: v - norm for k, v in z.items()}
+            logprobs = {"tokens": ["a"], "token_logprobs": [top["a"]], "text_offset": [0], "top_logprobs": [top]}
+            choice = {"index": 0, "finish_reason": "length", "text": "a", "logprobs": logprobs}
+            return {"id": "x", "object": "text_completion", "created": 0, "model": "m", "choices": [choice]}
+
+        return app
+
+
+def test_a_server_returning_untempered_log_probs_is_refused(data4: Path, tmp_path: Path) -> None:
+    """vLLM's default ``raw_logprobs`` ignores the temperature, and every behaviour log-prob would be off; the
+    source probes the server at two temperatures and refuses, naming the setting."""
+    from transformers import AutoTokenizer
+
+    from milepost.rollout.source import LogprobsModeProbe, tempering_applied
+
+    tokenizer = AutoTokenizer.from_pretrained(SHIPPED)
+    raw = FakeLogprobsServer("raw")
+    with BackgroundServer(raw.app()) as server:
+        cfg = _cfg(data4, backend=f"openai:m@{server.base_url}")
+        with pytest.raises(InputError, match="--logprobs-mode processed_logprobs") as err:
+            make_rollout_source(cfg, None, tokenizer, tmp_path)
+    assert "\n" not in str(err.value) and sorted(raw.temperatures) == [0.5, 1.0]
+    processed = FakeLogprobsServer("processed")
+    with BackgroundServer(processed.app()) as server:
+        LogprobsModeProbe(server.base_url, "m").check([1, 2, 3])  # passes
+        source = make_rollout_source(_cfg(data4, backend=f"openai:m@{server.base_url}"), None, tokenizer, tmp_path)
+        source.close()
+    # The decision itself: the gap between two tokens scales by 1 / T only when tempered; no gap, no verdict.
+    assert tempering_applied({"a": -0.1, "b": -2.5}, {"a": -0.01, "b": -4.9}, 0.5) is True
+    assert tempering_applied({"a": -0.1, "b": -2.5}, {"a": -0.1, "b": -2.5}, 0.5) is False
+    assert tempering_applied({"a": -0.69, "b": -0.69}, {"a": -0.69, "b": -0.69}, 0.5) is None
+    assert tempering_applied({"a": -0.1}, {"b": -0.1}, 0.5) is None
