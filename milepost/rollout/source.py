@@ -158,7 +158,7 @@ def lora_merged_weights(base: Any) -> dict[str, torch.Tensor]:
         if variants or not isinstance(module, kinds):
             what = f"adapter {variants[0]!r} is a LoRA variant (DoRA...)" if variants else type(module).__name__
             raise InputError(f"weight push: {prefix}: {what}; only plain LoRA on Linear, Embedding, Conv merges here")
-        layer = module.get_base_layer()
+        layer: Any = module.get_base_layer()
         with torch.no_grad():
             weight = layer.weight.detach().clone()
             bias = layer.bias.detach().clone() if getattr(layer, "bias", None) is not None else None

@@ -273,9 +273,8 @@ class FakeLogprobsServer:
     """``/v1/completions`` returning the top log-probs of fixed logits, as vLLM does in ``processed_logprobs``
     mode (log_softmax(logits / T)) or in its default ``raw_logprobs`` mode (log_softmax(logits), any T)."""
 
-    LOGITS = {"a": 2.0, "b": 0.5, "c": -1.0, "d": -3.0}
-
     def __init__(self, mode: str) -> None:
+        self.logits = {"a": 2.0, "b": 0.5, "c": -1.0, "d": -3.0}
         self.mode = mode
         self.temperatures: list[float] = []
 
@@ -288,7 +287,7 @@ class FakeLogprobsServer:
             t = float(body["temperature"])
             self.temperatures.append(t)
             scale = t if self.mode == "processed" else 1.0
-            z = {k: v / scale for k, v in self.LOGITS.items()}
+            z = {k: v / scale for k, v in self.logits.items()}
             norm = math.log(sum(math.exp(v) for v in z.values()))
             top = {k: v - norm for k, v in z.items()}
             logprobs = {"tokens": ["a"], "token_logprobs": [top["a"]], "text_offset": [0], "top_logprobs": [top]}
