@@ -4,10 +4,15 @@ them, and each repeat must play its own episode (its own seed), or the group hol
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -61,3 +66,22 @@ def test_each_call_within_a_trainer_step_draws_new_episodes() -> None:
     # The same run seed, step and call give the same seed (a resumed run replays its episodes).
     again = MilepostRollout("sudoku", [env.sample_task(0)], env_kwargs=ENV_KWARGS)
     assert again.round_seed(7) == rounds[0]
+
+
+@pytest.mark.distributed
+def test_two_real_processes_play_distinct_episodes_of_one_group(tmp_path: Path) -> None:
+    """TRL itself on two gloo processes (torchrun): the group's 4 generations, 2 per process, are 4 episodes."""
+    pytest.importorskip("trl", reason="the trl extra is not installed: pip install 'milepost[trl]'")
+    script = Path(__file__).with_name("trl_two_process.py")
+    root = str(Path(__file__).resolve().parents[2])  # this checkout's milepost, whatever the venv points at
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    done = subprocess.run([*command, str(script), str(tmp_path)], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert all(r["processes"] == 2 for r in ranks)
+    played = [e for r in ranks for e in r["played"]]
+    assert sorted(e["sample"] for e in played) == [0, 1, 2, 3]
+    assert len({e["seed"] for e in played}) == 4
+    assert len({tuple(e["answer"]) for e in played}) > 1
