@@ -23,7 +23,8 @@ So this backend runs in one of two modes:
   and a made-up one would bias every importance weight.
 * ``logprobs="full"``: the engine uses ``raw_logprobs`` and returns the whole vocabulary's log-probs lp at every
   step, from which the scoring log-prob is computed exactly, ``lp(y) / T - logsumexp(lp / T)``; right for every
-  request, at O(V) per token (cheap at milepost's tiny vocabularies, costly at a 150k vocabulary).
+  request, at O(V) per token in Python: cheap at milepost's tiny vocabularies, refused above
+  ``milepost.rollout.sizing.FULL_LOGPROBS_MAX_VOCAB`` entries (a 150k vocabulary would ship 150k floats a token).
 
 Weights: :meth:`VLLMBackend.reload_weights` loads a folder of safetensors written by the trainer through
 vLLM's portable in-place reload (``collective_rpc``, wrapped by ``milepost.rollout.vllm_worker``, which also
@@ -56,7 +57,8 @@ from milepost.backends.base import (
     error_completion,
 )
 from milepost.errors import InputError
-from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD
+from milepost.rollout.sizing import check_full_logprobs
+from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD, check_reload
 from milepost.types import Completion
 
 log = logging.getLogger(__name__)
@@ -188,6 +190,12 @@ class VLLMBackend:
         config = self.llm.llm_engine.model_config
         self.max_context = int(config.max_model_len)
         self.vocab_limit = int(config.get_vocab_size())
+        if logprobs == "full":
+            try:
+                check_full_logprobs(self.vocab_limit)
+            except InputError:
+                self.close()
+                raise
         eos = getattr(self.tokenizer, "eos_token_id", None)
         pad = getattr(self.tokenizer, "pad_token_id", None)
         self.eos_ids = frozenset([int(eos)] if eos is not None else [])
@@ -265,9 +273,15 @@ class VLLMBackend:
 
     def reload_weights(self, weights_path: str | os.PathLike[str]) -> None:
         """Serve the safetensors weights in ``weights_path`` from now on (names as the Hugging Face model's),
-        then drop the prefix cache, whose keys and values were computed with the old weights."""
-        self.llm.collective_rpc(RELOAD_METHOD, kwargs={"weights_path": os.fspath(weights_path)})
-        self.llm.reset_prefix_cache()
+        then drop the prefix cache, whose keys and values were computed with the old weights.
+
+        Raises:
+            BackendError: a worker left parameters with the old weights, or the prefix cache was not reset.
+        """
+        results = self.llm.collective_rpc(RELOAD_METHOD, kwargs={"weights_path": os.fspath(weights_path)})
+        check_reload(results, self.name)
+        if not self.llm.reset_prefix_cache():  # False while blocks are held: the old keys and values would stay
+            raise BackendError(f"{self.name}: vLLM did not reset its prefix cache after the weight reload")
 
     def close(self) -> None:
         """Shut the engine down (its worker processes end)."""

@@ -153,7 +153,8 @@ class MilepostRollout:
         tasks: the training tasks (e.g. ``milepost.datasets.load_tasks(path, "train")``).
         env_kwargs: keyword arguments of the environment (``size``, ``max_steps``, ``action_mode``...).
         max_new_tokens: tokens per answer at most.
-        seed: run seed; each rollout's episode seed derives from it, the trainer step, the task and the sample.
+        seed: run seed; each rollout's episode seed derives from it, the trainer step (and the call within the
+            step), the task and the sample number, which counts across processes (:meth:`jobs`).
         max_context: context window (prompt + all turns) in tokens; default the model's.
 
     Use ``dataset()`` as ``train_dataset``, the instance as ``rollout_func`` and :func:`reward_functions` /
@@ -169,6 +170,7 @@ class MilepostRollout:
     episodes: list[Episode] = field(default_factory=list, init=False)
     _by_prompt: dict[str, Task] = field(default_factory=dict, init=False, repr=False)
     _rows: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)
+    _round: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -200,6 +202,25 @@ class MilepostRollout:
             raise InputError("rollout_func got a prompt that is not one of this rollout's tasks (use .dataset())")
         return task
 
+    def jobs(self, prompts: Sequence[Any], process_index: int) -> list[Job]:
+        """One job per prompt, numbered by its place in the whole generation batch.
+
+        Under several processes each one gets its own slice of the batch (TRL's ``GRPOTrainer`` cuts it as
+        ``[process_index * len(prompts), (process_index + 1) * len(prompts))``), and a GRPO group's repeats of one
+        prompt may sit on several processes. Numbering from 0 on every process would give those repeats the same
+        sample number, hence the same episode seed and the same episode: a group of duplicates with no spread.
+        """
+        first = process_index * len(prompts)
+        return [Job(self.task_for(prompt), sample=first + i) for i, prompt in enumerate(prompts)]
+
+    def round_seed(self, step: int) -> int:
+        """The base episode seed of this call: the run seed, the trainer step and the call within that step
+        (TRL generates more than once per optimizer step when ``steps_per_generation`` is below the gradient
+        accumulation steps; each call must draw new episodes)."""
+        last, calls = self._round
+        self._round = (step, calls + 1 if step == last else 0)
+        return (self.seed * 1_000_003 + step) * 1_000 + self._round[1]
+
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
         """Play one episode per prompt (TRL already repeats each prompt ``num_generations`` times)."""
         from milepost.backends.hf import HFBackend
@@ -216,11 +237,9 @@ class MilepostRollout:
         model = trainer.accelerator.unwrap_model(trainer.model)
         backend = HFBackend(model=model, tokenizer=trainer.processing_class, max_context=self.max_context, name="trl")
         policy = ConversationPolicy(backend, settings)
-        jobs = [Job(self.task_for(prompt), sample=i) for i, prompt in enumerate(prompts)]
-        step = int(trainer.state.global_step)
-        episodes = run_episodes(
-            self.make_env, jobs, policy, settings, seed=self.seed * 1_000_003 + step, progress=False
-        )
+        jobs = self.jobs(prompts, int(trainer.accelerator.process_index))
+        seed = self.round_seed(int(trainer.state.global_step))
+        episodes = run_episodes(self.make_env, jobs, policy, settings, seed=seed, progress=False)
         episodes.sort(key=lambda e: e.sample)
         self.episodes = episodes
         out: dict[str, list[Any]] = {

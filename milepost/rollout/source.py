@@ -7,7 +7,8 @@ sources, one protocol (``rollout.backend`` in the config):
 * ``hf``: the trainer's own model behind an ``HFBackend``; there is nothing to push (:class:`SharedWeights`).
 * ``vllm``: an in-process vLLM engine started on the trainer's weights; a push writes the weights once as
   safetensors and the engine reloads them in place (:class:`DiskReload` over ``VLLMBackend.reload_weights``).
-* ``openai:MODEL@URL``: a vLLM server; prompts go as token ids to ``/v1/completions`` with token ids and
+* ``openai:MODEL@URL``: a vLLM server, checked first to temper its log-probs (``--logprobs-mode
+  processed_logprobs``: :class:`LogprobsModeProbe`); prompts go as token ids to ``/v1/completions`` with token ids and
   log-probs requested; a push writes the weights where the server can read them and calls its reload route
   (:class:`ServerReload`: ``/collective_rpc`` under ``VLLM_SERVER_DEV_MODE=1``, then ``/reset_prefix_cache``).
 
@@ -34,7 +35,15 @@ import torch
 
 from milepost.backends.base import Backend, BackendError, parse_policy_spec
 from milepost.errors import InputError
-from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD
+from milepost.rollout.sizing import (
+    ModelShape,
+    check_engine_fits,
+    check_full_logprobs,
+    context_window,
+    device_bytes,
+    engine_memory,
+)
+from milepost.rollout.vllm_worker import EXTENSION, RELOAD_METHOD, check_reload
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -100,22 +109,66 @@ class SharedWeights:
 def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The model's weights as a plain (non-PEFT) model names them, LoRA adapters merged in, each tensor once.
 
+    The merged weights are new tensors (:func:`lora_merged_weights`); the model's own weights are never written,
+    so a push leaves the base weights bit-identical (peft's ``merge_adapter()`` / ``unmerge_adapter()`` add and
+    subtract the adapter in place, which rounds the base weights a little at every push in bf16).
+
     Tied weights (an output head sharing the input embedding) appear once, under their first name, as
     ``save_pretrained`` writes them; vLLM's loaders skip the tied name.
+
+    Raises:
+        InputError: an adapter kind whose merge is not W + scale * B @ A (DoRA and other LoRA variants).
     """
-    merge = getattr(model, "merge_adapter", None)
     base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
-    with contextlib.ExitStack() as stack:
-        if callable(merge):
-            merge()
-            stack.callback(model.unmerge_adapter)
-        out: dict[str, torch.Tensor] = {}
-        seen: set[int] = set()
-        for name, tensor in base.state_dict().items():
-            if "lora_" in name or tensor.data_ptr() in seen:
-                continue
-            seen.add(tensor.data_ptr())
-            out[name.replace(".base_layer.", ".")] = tensor.detach().to("cpu", copy=True).contiguous()
+    merged = lora_merged_weights(base)
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, tensor in base.state_dict().items():
+        if "lora_" in name or tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        value = merged.get(name, tensor)
+        out[name.replace(".base_layer.", ".")] = value.detach().to("cpu", copy=True).contiguous()
+    return out
+
+
+def lora_merged_weights(base: Any) -> dict[str, torch.Tensor]:
+    """The merged weight (and bias) of every LoRA layer in ``base``, as new tensors keyed by their state-dict
+    names (``...q_proj.base_layer.weight``); empty for a model without adapters.
+
+    Each is what peft's own ``LoraLayer.merge`` (peft/tuners/lora/layer.py, ``Linear.merge``, non-safe branch)
+    writes in place, computed on a copy: ``W += get_delta_weight(adapter)`` for each active adapter not yet
+    merged (``check_adapters_to_merge``), where ``get_delta_weight`` is peft's ``transpose(B @ A,
+    fan_in_fan_out) * scaling`` in the adapter's dtype; and ``bias += lora_B.bias * scaling`` with
+    ``lora_bias``. Same operations in the same order, so the result equals ``merge_and_unload()``'s bit for bit.
+    """
+    try:
+        from peft.tuners.lora import layer as lora
+    except ImportError:  # no peft: no adapters
+        return {}
+    kinds = (lora.Linear, lora.Embedding, lora._ConvNd)
+    out: dict[str, torch.Tensor] = {}
+    for prefix, module in base.named_modules():
+        if not isinstance(module, lora.LoraLayer):
+            continue
+        adapters = [a for a in module.active_adapters if a in module.lora_A and a not in module.merged_adapters]
+        if not adapters:
+            continue
+        variants = [a for a in adapters if a in getattr(module, "lora_variant", {})]
+        if variants or not isinstance(module, kinds):
+            what = f"adapter {variants[0]!r} is a LoRA variant (DoRA...)" if variants else type(module).__name__
+            raise InputError(f"weight push: {prefix}: {what}; only plain LoRA on Linear, Embedding, Conv merges here")
+        layer: Any = module.get_base_layer()
+        with torch.no_grad():
+            weight = layer.weight.detach().clone()
+            bias = layer.bias.detach().clone() if getattr(layer, "bias", None) is not None else None
+            for adapter in adapters:
+                weight += module.get_delta_weight(adapter)
+                if module.lora_bias[adapter] and bias is not None:
+                    bias += module.lora_B[adapter].bias * module.scaling[adapter]
+        out[f"{prefix}.base_layer.weight"] = weight
+        if bias is not None:
+            out[f"{prefix}.base_layer.bias"] = bias
     return out
 
 
@@ -175,11 +228,82 @@ class ServerReload:
                 )
             if reply.status_code != 200:
                 raise BackendError(f"{self.root}/collective_rpc: HTTP {reply.status_code}: {reply.text[:300]}")
+            check_reload(json.loads(reply.text or "{}").get("results") or [], self.root)
             reply = httpx.post(f"{self.root}/reset_prefix_cache", headers=self.headers, timeout=self.timeout)
-            if reply.status_code != 200 or not json.loads(reply.text or "{}").get("success", True):
+            if reply.status_code != 200 or not json.loads(reply.text or "{}").get("success", False):
                 raise BackendError(f"{self.root}/reset_prefix_cache: HTTP {reply.status_code}: {reply.text[:300]}")
         except httpx.HTTPError as exc:
             raise BackendError(f"{self.root}: weight reload failed: {type(exc).__name__}: {exc}") from exc
+
+
+PROBE_TEMPERATURE = 0.5
+
+
+def tempering_applied(at_one: dict[str, float], at_t: dict[str, float], temperature: float) -> bool | None:
+    """Whether a server's returned log-probs are tempered, from the top log-probs of one position sampled at
+    temperature 1 (``at_one``) and at ``temperature`` (``at_t``), same prompt.
+
+    ``processed_logprobs`` returns ``log_softmax(logits / T)``, so the gap between two tokens' log-probs scales by
+    1 / T; ``raw_logprobs`` returns ``log_softmax(logits)`` whatever T, so the gap stays. Returns None when the
+    probe cannot tell (fewer than two tokens in common, or no gap between them).
+    """
+    common = [k for k in at_one if k in at_t]
+    if len(common) < 2:
+        return None
+    hi = max(common, key=lambda k: at_one[k])
+    lo = min(common, key=lambda k: at_one[k])
+    gap = at_one[hi] - at_one[lo]
+    if gap < 1e-3:
+        return None
+    ratio = (at_t[hi] - at_t[lo]) / gap
+    return abs(ratio - 1 / temperature) < abs(ratio - 1)
+
+
+class LogprobsModeProbe:
+    """Checks that a vLLM server returns the tempered log-probs the trainer needs (``--logprobs-mode
+    processed_logprobs``; vLLM's default ``raw_logprobs`` ignores the temperature): one token of the same prompt at
+    temperature 1 and at :data:`PROBE_TEMPERATURE`, top log-probs compared (:func:`tempering_applied`). vLLM
+    does not report its ``logprobs_mode`` through the API, so the answers themselves are the evidence."""
+
+    def __init__(self, base_url: str, model: str, timeout: float = 60.0, api_key_env: str = "OPENAI_API_KEY") -> None:
+        root = base_url.rstrip("/")
+        self.url = f"{root if root.endswith('/v1') else root + '/v1'}/completions"
+        self.model = model
+        self.timeout = timeout
+        key = os.environ.get(api_key_env)
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def top_logprobs(self, prompt_ids: list[int], temperature: float) -> dict[str, float]:
+        import httpx
+
+        body = {
+            "model": self.model,
+            "prompt": prompt_ids,
+            "max_tokens": 1,
+            "temperature": temperature,
+            "top_p": 1.0,
+            "logprobs": 5,
+            "seed": 0,
+        }
+        try:
+            reply = httpx.post(self.url, json=body, headers=self.headers, timeout=self.timeout)
+            reply.raise_for_status()
+            top = reply.json()["choices"][0]["logprobs"]["top_logprobs"][0]
+            return {str(k): float(v) for k, v in top.items()}
+        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+            raise BackendError(f"{self.url}: the log-probs probe failed: {type(exc).__name__}: {exc}") from exc
+
+    def check(self, prompt_ids: list[int]) -> None:
+        """Raises ``InputError`` (one line, naming the setting) unless the server tempers its log-probs."""
+        verdict = tempering_applied(
+            self.top_logprobs(prompt_ids, 1.0), self.top_logprobs(prompt_ids, PROBE_TEMPERATURE), PROBE_TEMPERATURE
+        )
+        if verdict is not True:
+            seen = "untempered log-probs" if verdict is False else "log-probs that do not show the temperature"
+            raise InputError(
+                f"rollout.backend openai: the server at {self.url} returns {seen}; the trainer needs log_softmax("
+                "logits / T): start vLLM with --logprobs-mode processed_logprobs"
+            )
 
 
 def special_ids(model: Any, tokenizer: Any) -> tuple[int, frozenset[int]]:
@@ -194,6 +318,32 @@ def special_ids(model: Any, tokenizer: Any) -> tuple[int, frozenset[int]]:
         raise BackendError("the tokenizer has no end-of-sequence token, so no answer could end")
     pad = getattr(tokenizer, "pad_token_id", None)
     return (int(pad) if pad is not None else min(ids)), frozenset(ids)
+
+
+def engine_window(cfg: Any, model: Any, device_memory: int | None = None) -> int:
+    """The in-process vLLM engine's context window for ``cfg``, after checking that the engine fits its share of
+    the device and can give the log-probs the sampler needs (``milepost.rollout.sizing``).
+
+    Args:
+        cfg: the training config (``rollout``, ``agent``, ``bf16``).
+        model: the trainer's model (its config gives the shapes; its parameters the weight count).
+        device_memory: bytes of the device the engine shares (default: the CUDA device's, else the RAM).
+
+    Raises:
+        InputError: a window with no room for the answers, an engine that does not fit, or whole-vocabulary
+            log-probs at a large vocabulary.
+    """
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    params = sum(p.numel() for n, p in base.named_parameters() if "lora_" not in n)
+    shape = ModelShape.from_config(base.config, params)
+    rollout, agent = cfg.rollout, cfg.agent
+    window = context_window(rollout.max_model_len, rollout.max_prompt_tokens, agent.max_new_tokens, shape.max_positions)
+    if agent.top_p < 1.0 or agent.top_k > 0:
+        check_full_logprobs(shape.vocab)
+    total = device_memory if device_memory is not None else device_bytes()
+    need = engine_memory(shape, 2 if cfg.bf16 else 4, window, total, rollout.gpu_memory_utilization)
+    check_engine_fits(need, rollout.gpu_memory_utilization, total, window)
+    return window
 
 
 def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> RolloutSource:
@@ -221,6 +371,7 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
 
         if rollout.backend != "vllm":
             raise InputError("rollout.backend: vllm takes no path (the engine starts on the trainer's weights)")
+        window = engine_window(cfg, model)
         write_weights(model, tokenizer, folder)
         vllm_backend = VLLMBackend(
             folder,
@@ -228,7 +379,7 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
             logprobs="full" if truncated else "processed",
             dtype="bfloat16" if cfg.bf16 else "float32",
             gpu_memory_utilization=rollout.gpu_memory_utilization,
-            max_model_len=rollout.max_model_len,
+            max_model_len=window,
             seed=cfg.seed,
             name=f"vllm:{cfg.name}",
             enforce_eager=rollout.enforce_eager,
@@ -250,4 +401,6 @@ def make_rollout_source(cfg: Any, model: Any, tokenizer: Any, run_dir: Path) -> 
         require_token_ids=True,
         tokenizer=tokenizer,
     )
+    probe_ids = list(tokenizer("1 2 3 4 5 6 7 8", add_special_tokens=False)["input_ids"])
+    LogprobsModeProbe(spec.base_url or "", spec.model).check(probe_ids)
     return Generator(str(spec), server, DiskReload(folder, ServerReload(spec.base_url or "")))

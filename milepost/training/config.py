@@ -293,8 +293,10 @@ class RolloutConfig:
     """folder the pushed weights are written to (default RUN/rollout-weights); a server must read this folder"""
     gpu_memory_utilization: float = 0.1
     """vllm: the share of accelerator memory the engine may take (of RAM on a CPU build, where ~0.1 works)"""
-    max_model_len: int = 2048
-    """vllm: context window of the engine (prompt + completion tokens)"""
+    max_model_len: int = 0
+    """vllm: context window of the engine (prompt + completion tokens); 0 = max_prompt_tokens + agent.max_new_tokens"""
+    max_prompt_tokens: int = 2048
+    """vllm: the prompt budget (goal, K memory turns, observation) the derived window makes room for"""
     enforce_eager: bool = False
     """vllm: skip graph compilation (starts in seconds instead of a minute on a CPU; decodes slower)"""
     workers: int = 0
@@ -311,8 +313,10 @@ class RolloutConfig:
             raise ValueError(f"rollout.sync_every: must be >= 1, got {self.sync_every}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"rollout.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.max_model_len < 16:
-            raise ValueError(f"rollout.max_model_len: must be >= 16, got {self.max_model_len}")
+        if self.max_model_len != 0 and self.max_model_len < 16:
+            raise ValueError(f"rollout.max_model_len: must be 0 (derived) or >= 16, got {self.max_model_len}")
+        if self.max_prompt_tokens < 1:
+            raise ValueError(f"rollout.max_prompt_tokens: must be >= 1, got {self.max_prompt_tokens}")
         if self.workers < 0:
             raise ValueError(f"rollout.workers: must be >= 0, got {self.workers}")
         if self.workers and kind != "hf":

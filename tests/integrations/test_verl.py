@@ -261,6 +261,40 @@ def test_a_long_episode_stops_inside_the_response_budget(tiny_model_dir: Path) -
     assert (step < 0).all()  # every answer malformed: a format penalty on each turn
 
 
+def test_the_documented_verl_command_asks_the_rollout_for_log_probs() -> None:
+    """docs/scaling.md's launch command: rollout log-probs on (the agent loop's ``response_logprobs``; verl 0.8's
+    default was off), and the flag given once."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text()
+    command = text[text.index("python -m verl.trainer.main_ppo") :]
+    command = command[: command.index("```")]
+    assert command.split().count("actor_rollout_ref.rollout.calculate_log_probs=True") == 1
+
+
+@needs_verl
+def test_the_validation_score_is_the_success_rate(tiny_model_dir: Path) -> None:
+    """verl's v1 validation (``PPOTrainer._validate``: each sample's score is its ``rm_scores`` summed, extra
+    variables from ``extra_fields["reward_extra_info"]``; then ``_val_metrics_update``) on one solved and one
+    failed episode: the ``val-core`` metric is the success rate 0.5, not the mean of the per-turn reward sums."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    from milepost.backends.scripted import ScriptedPolicy
+
+    solved, _ = _play(tiny_model_dir, ScriptedPolicy("oracle"), _task(1))
+    failed, _ = _play(tiny_model_dir, ScriptedPolicy("noisy-oracle", 0.0, "format"), _task(3), response_length=150)
+    outputs = [solved, failed]
+    infos: dict[str, list[Any]] = {"reward": [float(o.as_dict()["rm_scores"].sum()) for o in outputs]}
+    for out in outputs:  # as _validate collects them
+        for key, value in out.extra_fields.get("reward_extra_info", {}).items():
+            infos.setdefault(key, []).append(value)
+    assert infos["reward"][1] < 0  # the failed episode's format penalties: the reward sum is not a success rate
+    metrics = PPOTrainer._val_metrics_update(None, ["milepost/sudoku"] * 2, ["a", "b"], infos, [9, 9])  # type: ignore[arg-type]
+    core = {k: v for k, v in metrics.items() if k.startswith("val-core/")}
+    assert core, metrics
+    assert all("/acc/" in k for k in core), core
+    by_task = [v for k, v in core.items() if k.endswith("mean@1")]
+    assert by_task and sum(by_task) / len(by_task) == 0.5
+
+
 @needs_verl
 def test_verl_reads_the_parquet_rows_and_the_loop_plays_them(tiny_model_dir: Path, tmp_path: Path) -> None:
     from omegaconf import OmegaConf

@@ -14,6 +14,12 @@ trajectory reward r_t and step reward r_step_t, computed by milepost's own ``tra
 layout of :mod:`milepost.integrations.verl.turns` (read by the ``milepost`` advantage estimator). That per-token
 layout reaches the estimator through verl's v1 trainer (``trainer.use_v1=True``, verl's default), which stores
 :meth:`AgentLoopOutput.as_dict`.
+
+Validation: verl's v1 trainer scores a validation sample as the sum of its ``rm_scores`` (here the sum of the
+per-turn rewards, milestones and format penalties included) unless the sample reports ``acc``: its
+``_val_metrics_update`` (verl/trainer/ppo/v1/trainer_base.py, verl 0.9.1) makes ``acc`` the ``val-core`` variable
+when present, read from ``extra_fields["reward_extra_info"]``. The loop reports ``acc`` = 1.0 when solved, so
+``val-core/.../acc/mean@N`` is the success rate.
 """
 
 from __future__ import annotations
@@ -178,6 +184,8 @@ class MilepostAgentLoop(AgentLoopBase):
             metrics=metrics,
             token_rewards=place_turn_rewards(mask, traj, step),
             extra_fields={
+                # verl's validation reads its headline score from here (see the module docstring).
+                "reward_extra_info": {"acc": 1.0 if episode.success else 0.0},
                 "turn_scores": [t + s for t, s in zip(traj, step)],
                 "tool_rewards": [],
                 "milepost": {
