@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from milepost.cli.main import main as milepost
-from milepost.evaluation.horizon import CoverageScenario, law_horizon, simulate_coverage
-from milepost.evaluation.horizon_suite import build_suite, get_suite
+from milepost.horizon.coverage import CoverageScenario, law_horizon, simulate_coverage
+from milepost.horizon.suites import build_suite, get_suite
 from milepost.io import atomic_write_json, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +199,7 @@ def write_readme(reference: dict[str, Any]) -> None:
         lines += [
             "## Coverage of the bootstrap intervals (simulation)",
             "",
-            "`simulate_coverage` in `milepost/evaluation/horizon.py`: simulated suites with a known population "
+            "`simulate_coverage` in `milepost/horizon/coverage.py`: simulated suites with a known population "
             "horizon, each estimated with 500 hierarchical bootstrap resamples; the share of suites whose interval "
             "holds the truth.",
             "",

@@ -1,7 +1,7 @@
 """``milepost horizon``: how long a task a policy finishes, as a goal distance with an interval.
 
 ``milepost horizon --policy SPEC [--suite tiny|standard] [--agent plain|sgo] [--workers N] --out DIR`` plays a
-fixed, versioned suite (``evaluation.horizon_suite``) through the evaluation runner and writes ``horizon.md``,
+fixed, versioned suite (``horizon.suites``) through the evaluation runner and writes ``horizon.md``,
 ``horizon.png`` and ``horizon.json``: success against goal distance per environment, the logistic fit in log
 distance (METR's form) with its bootstrap band, the per-step reliability fit q^d beside it with a likelihood
 comparison, the 50% and 80% horizons with intervals, and the failure taxonomy per distance band.
@@ -67,8 +67,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from milepost.agent.loop import AgentSettings
-    from milepost.evaluation.horizon_report import REPORT, play_suite, summarise_horizon
-    from milepost.evaluation.horizon_suite import get_suite
+    from milepost.horizon.report import REPORT, play_suite, summarise_horizon
+    from milepost.horizon.suites import get_suite
 
     if args.policy is None or args.out is None:
         raise InputError("horizon: --policy and --out are required (or: milepost horizon compare A B ... --out DIR)")
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from milepost.evaluation.horizon_report import compare_horizons
+    from milepost.horizon.compare import compare_horizons
 
     if args.compare_boot < 1:
         raise InputError(f"--boot must be >= 1, got {args.compare_boot}")

@@ -1,4 +1,4 @@
-"""The horizon estimator (``milepost.evaluation.horizon``): fits that recover known parameters, the model
+"""The horizon estimator (``milepost.horizon.estimator``): fits that recover known parameters, the model
 comparison, degenerate data, the hierarchical bootstrap and the coverage of its intervals."""
 
 from __future__ import annotations
@@ -8,20 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from milepost.evaluation.horizon import (
-    CoverageScenario,
+from milepost.horizon.compare import paired_difference
+from milepost.horizon.coverage import CoverageScenario, binomial_law, law_crossing, law_horizon, simulate_coverage
+from milepost.horizon.estimator import (
     TaskOutcomes,
-    binomial_law,
     bootstrap_counts,
     estimate,
     fit_logistic,
     fit_reliability,
-    law_crossing,
-    law_horizon,
     logistic_horizon,
-    paired_difference,
     reliability_horizon,
-    simulate_coverage,
     task_draws,
 )
 

@@ -1,7 +1,7 @@
 """``milepost horizon`` as a library call: play a suite through the evaluation runner, fit, and report.
 
 Each suite part is one ``evaluation.runner.evaluate`` call (same episode loop, resume, ``--workers``, failure
-taxonomy) into ``OUT/runs/PART``; the episodes become per-task counts for ``evaluation.horizon``; the report is
+taxonomy) into ``OUT/runs/PART``; the episodes become per-task counts for ``horizon.estimator``; the report is
 ``horizon.md`` + ``horizon.png`` + ``horizon.json`` in ``OUT``, each naming the suite's version and hash.
 ``compare_horizons`` puts several such reports on one plot and says whether their horizons differ.
 """
@@ -21,22 +21,20 @@ from milepost.agent.loop import AgentSettings
 from milepost.backends.base import HTTPOptions
 from milepost.errors import InputError
 from milepost.evaluation.failures import FAILURE_KINDS, classify_failure, is_infra_failure
-from milepost.evaluation.horizon import (
+from milepost.horizon.estimator import (
     LEVELS,
     HorizonEstimate,
     TaskOutcomes,
     by_env,
     estimate,
-    paired_difference,
 )
-from milepost.evaluation.horizon_suite import Suite, build_suite
+from milepost.horizon.suites import Suite, build_suite
 from milepost.io import atomic_write_json, atomic_write_text, read_jsonl
 from milepost.types import Episode
 
 log = logging.getLogger(__name__)
 
 REPORT, PLOT, RESULT = "horizon.md", "horizon.png", "horizon.json"
-COMPARE_REPORT, COMPARE_PLOT = "horizon_compare.md", "horizon_compare.png"
 ALL = "all"
 
 
@@ -348,140 +346,6 @@ def plot_horizon(
     bx.set_ylabel("share of episodes")
     bx.set_title("outcomes by distance band")
     bx.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-# -- compare --------------------------------------------------------------------------------------------------
-
-
-def _load(run: str | Path) -> dict[str, Any]:
-    file = Path(run) / RESULT
-    if not file.is_file():
-        raise InputError(f"{run}: no {RESULT} (a `milepost horizon` output folder?)")
-    import json
-
-    data: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
-    return data
-
-
-def _outcomes(result: dict[str, Any]) -> list[TaskOutcomes]:
-    return [
-        TaskOutcomes(t["distance"], t["successes"], t["trials"], env=t["env"], task_id=t["task_id"])
-        for t in result["tasks"]
-    ]
-
-
-def compare_horizons(
-    runs: Sequence[str | Path], out: str | Path, labels: Sequence[str] | None = None, *, boot: int = 1000
-) -> str:
-    """One plot with every run's fitted curve and band, a table of horizons, and for each pair whether the 50%
-    horizons differ: their intervals do not overlap, and the paired bootstrap interval of their ratio (the same
-    tasks resampled for both) excludes 1. Runs of different suites (name, version or hash) are refused."""
-    if len(runs) < 2:
-        raise InputError("horizon compare: give at least two run folders")
-    results = [_load(r) for r in runs]
-    names = (
-        list(labels) if labels else [f"{r['meta'].get('policy', '')} ({r['meta'].get('agent', '')})" for r in results]
-    )
-    if len(names) != len(results):
-        raise InputError(f"--labels: {len(names)} labels for {len(results)} runs")
-    first = results[0]["suite"]
-    for run, res in zip(runs, results, strict=True):
-        s = res["suite"]
-        if (s["name"], s["version"], s["hash"]) != (first["name"], first["version"], first["hash"]):
-            raise InputError(
-                f"{run}: suite {s['name']} v{s['version']} ({s['hash'][:12]}) is not {first['name']} "
-                f"v{first['version']} ({first['hash'][:12]}): horizons on different suites are not comparable"
-            )
-    lines = [
-        "# Horizon comparison",
-        "",
-        f"Suite {first['name']} v{first['version']}, hash `{first['hash'][:16]}`; logistic horizons in atomic steps "
-        f"with their {round(100 * results[0]['meta']['confidence'])}% intervals.",
-        "",
-        "| run | 50% horizon | 80% horizon | 50% horizon (q^d) | success |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, res in zip(names, results, strict=True):
-        fit = res["fits"][ALL]
-        rate = 100 * fit["successes"] / max(fit["episodes"], 1)
-        lines.append(
-            f"| {name} | {_horizon_cell(fit, 'logistic', 'h50')} | {_horizon_cell(fit, 'logistic', 'h80')} "
-            f"| {_horizon_cell(fit, 'reliability', 'h50')} | {rate:.1f}% |"
-        )
-    lines += [
-        "",
-        "| pair | 50% intervals overlap | ratio of 50% horizons [paired interval] | differ |",
-        "|---|---|---|---|",
-    ]
-    pairs = []
-    for i in range(len(results)):
-        for j in range(i + 1, len(results)):
-            a = results[i]["fits"][ALL]["logistic"]["intervals"]["h50"]
-            b = results[j]["fits"][ALL]["logistic"]["intervals"]["h50"]
-            lo_a, hi_a = (x if x is not None else math.inf for x in a)
-            lo_b, hi_b = (x if x is not None else math.inf for x in b)
-            overlap = not (hi_a < lo_b or hi_b < lo_a)
-            paired = paired_difference(_outcomes(results[i]), _outcomes(results[j]), boot=boot)
-            if paired.get("ratio_interval") is None:
-                # A horizon at zero or infinity has no ratio; intervals that do not even overlap still differ.
-                ratio = "undefined (a horizon below or beyond the suite)"
-                differs = "unknown" if overlap else "yes (intervals apart)"
-            else:
-                lo, hi = paired["ratio_interval"]
-                ratio = f"{_ratio(paired['ratio'])} [{_ratio(lo)}, {_ratio(hi)}]"
-                differs = "yes" if paired["differs"] else "no"
-            pairs.append({"a": names[i], "b": names[j], "overlap": overlap, **paired})
-            lines.append(f"| {names[i]} vs {names[j]} | {'yes' if overlap else 'no'} | {ratio} | {differs} |")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    plotted = True
-    try:
-        _plot_compare(out / COMPARE_PLOT, names, results)
-    except ImportError as exc:
-        log.warning("%s: plot not written (%s)", out, exc)
-        plotted = False
-    if plotted:
-        lines += ["", f"![horizons]({COMPARE_PLOT})"]
-    text = "\n".join(lines) + "\n"
-    atomic_write_text(out / COMPARE_REPORT, text)
-    atomic_write_json(out / "horizon_compare.json", {"suite": first, "runs": names, "pairs": pairs})
-    return text
-
-
-def _ratio(x: float) -> str:
-    """A ratio of horizons; 0 and inf where one side of a resample was unbounded."""
-    return "0" if x < 1e-3 else "inf" if x > 1e3 else f"{x:.2f}"
-
-
-def _plot_compare(path: Path, names: Sequence[str], results: Sequence[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.6))
-    for i, (name, res) in enumerate(zip(names, results, strict=True)):
-        fit = res["fits"][ALL]
-        grid = np.array(fit["band"]["d"], dtype=float)
-        lo = np.array([x if x is not None else np.nan for x in fit["band"]["lo"]], dtype=float)
-        hi = np.array([x if x is not None else np.nan for x in fit["band"]["hi"]], dtype=float)
-        a, b = fit["logistic"]["a"], fit["logistic"]["b"]
-        ax.fill_between(grid, lo, hi, color=f"C{i}", alpha=0.15)
-        h = fit["logistic"]["horizons"]["h50"]
-        label = f"{name}: 50% horizon {_fmt(h)}"
-        ax.plot(grid, 1 / (1 + np.exp(-(a + b * np.log(grid)))), color=f"C{i}", label=label)
-        if h is not None and h <= grid[-1]:
-            ax.axvline(h, color=f"C{i}", ls="--", lw=1)
-    ax.axhline(0.5, color="grey", lw=0.5)
-    ax.set_xscale("log")
-    ax.set_xlabel("goal distance d (atomic steps, log scale)")
-    ax.set_ylabel("fitted success")
-    ax.set_ylim(-0.03, 1.03)
-    ax.set_title("horizon comparison (logistic fits with bootstrap bands)")
-    ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

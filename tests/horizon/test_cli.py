@@ -11,8 +11,8 @@ import pytest
 
 from milepost.cli.main import main
 from milepost.errors import InputError
-from milepost.evaluation import horizon_suite
-from milepost.evaluation.horizon_suite import Suite, SuitePart, build_suite, get_suite, suite_hash
+from milepost.horizon import suites as horizon_suite
+from milepost.horizon.suites import Suite, SuitePart, build_suite, get_suite, suite_hash
 
 # Test fixture: a micro suite (4x4 Sudoku, 3 tasks per level, H_max 10, 2 samples) so the CLI runs in seconds.
 MICRO = Suite("micro", 1, (SuitePart("sudoku4", "sudoku", 4, "S1-S5", 3, 0, 10, 2),), content_hash="")
