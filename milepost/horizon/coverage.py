@@ -23,6 +23,7 @@ from milepost.horizon.estimator import (
     _sigmoid,
     bootstrap_counts,
     fit_logistic_batch,
+    interval_percentiles,
     logistic_horizon,
 )
 
@@ -133,9 +134,14 @@ def simulate_coverage(
     confidences: Sequence[float] = (0.9, 0.95),
     levels: Sequence[float] = LEVELS,
     seed: int = 0,
+    resampling: str = "tasks",
 ) -> dict[str, Any]:
-    """How often the hierarchical-bootstrap percentile interval of each horizon holds the population horizon,
-    over ``datasets`` simulated suites. Returns ``{"truth": {h50: ..}, "coverage": {h50: {0.95: share}}, ...}``."""
+    """How often the bootstrap percentile interval (``resampling``: "tasks" or "two-level") of each horizon
+    holds the population horizon, over ``datasets`` simulated suites.
+
+    Returns:
+        ``{"truth": {h50: ..}, "coverage": {h50: {0.95: share}}, ...}``.
+    """
     rng = np.random.default_rng(seed)
     truth = {_key(level): scenario.truth(level) for level in levels}
     hits = {_key(level): dict.fromkeys(confidences, 0) for level in levels}
@@ -143,14 +149,13 @@ def simulate_coverage(
     for _ in range(datasets):
         outcomes = scenario.simulate(rng)
         d = np.array([o.distance for o in outcomes], dtype=float)
-        bs, bm = bootstrap_counts(outcomes, boot, rng)
+        bs, bm = bootstrap_counts(outcomes, boot, rng, resampling)
         a, b, _ = fit_logistic_batch(np.log(d), bs, bm)
         for level in levels:
             horizons = logistic_horizon(a, b, level)
             key = _key(level)
             for conf in confidences:
-                alpha = (1.0 - conf) / 2.0
-                lo, hi = _percentile(horizons, [alpha * 100, (1 - alpha) * 100])
+                lo, hi = _percentile(horizons, interval_percentiles(conf))
                 hits[key][conf] += int(lo <= truth[key] <= hi)
             lo95, hi95 = _percentile(horizons, [2.5, 97.5])
             widths[key].append(float(np.log(hi95) - np.log(lo95)) if np.isfinite(hi95) and lo95 > 0 else math.inf)
@@ -158,6 +163,7 @@ def simulate_coverage(
         "scenario": {k: getattr(scenario, k) for k in scenario.__dataclass_fields__},
         "datasets": datasets,
         "boot": boot,
+        "resampling": resampling,
         "truth": truth,
         "coverage": {key: {str(c): n / datasets for c, n in row.items()} for key, row in hits.items()},
         "median_log_width_95": {key: float(np.median(v)) for key, v in widths.items()},
