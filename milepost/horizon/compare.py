@@ -25,6 +25,7 @@ from milepost.horizon.estimator import (
     LEVELS,
     HorizonEstimate,
     TaskOutcomes,
+    _json_floats,
     _percentile,
     by_env,
     estimate,
@@ -95,7 +96,7 @@ def paired_difference(
     return {
         "level": level,
         "ratio": ratio if math.isfinite(ratio) else None,
-        "ratio_interval": [math.exp(max(min(x, 700.0), -700.0)) for x in (lo, hi)],
+        "ratio_interval": [math.exp(x) if x < 700.0 else math.inf for x in (lo, hi)],
         "differs": differs,
         "undefined_share": float(undefined.mean()),
     }
@@ -275,13 +276,17 @@ def compare_horizons(
     atomic_write_text(out / COMPARE_REPORT, text)
     atomic_write_json(
         out / COMPARE_RESULT,
-        {"suite": first, "runs": names, "pairs": pairs, "summary": dict(zip(names, summaries, strict=True))},
+        _json_floats(
+            {"suite": first, "runs": names, "pairs": pairs, "summary": dict(zip(names, summaries, strict=True))}
+        ),
     )
     return text
 
 
 def _ratio(x: float | None) -> str:
-    """A ratio of horizons; 0 and inf where one side is unbounded."""
-    if x is None or not math.isfinite(x) or x > 1e3:
+    """A ratio of horizons; 0 and inf where one side is unbounded, "undefined" where both are."""
+    if x is None:
+        return "undefined"
+    if not math.isfinite(x) or x > 1e3:
         return "inf"
     return "0" if x < 1e-3 else f"{x:.2f}"

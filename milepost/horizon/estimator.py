@@ -163,7 +163,15 @@ class HorizonEstimate:
         rows["preferred_by_bic"] = min(("logistic", "reliability"), key=lambda m: rows[m]["bic"])
         return rows
 
+    def _published(self, values: Any) -> Any:
+        """The fitted numbers where the fit identifies a horizon; None where it does not (the rising curve's
+        "horizon" is a sign of rounding; read ``status``, ``note`` and ``bound`` instead)."""
+        if self.identified:
+            return values
+        return dict.fromkeys(values) if isinstance(values, dict) else [None for _ in values]
+
     def to_dict(self) -> dict[str, Any]:
+        """The fit for ``horizon.json``; horizons and intervals are None where ``status`` is not "ok"."""
         return {
             "status": self.status,
             "note": self.note,
@@ -176,13 +184,17 @@ class HorizonEstimate:
             "logistic": {
                 "a": self.logistic.a,
                 "b": self.logistic.b,
-                "horizons": _json_floats(self.horizons("logistic")),
-                "intervals": {k: _json_floats(list(v)) for k, v in self.intervals.get("logistic", {}).items()},
+                "horizons": self._published(_json_floats(self.horizons("logistic"))),
+                "intervals": {
+                    k: self._published(_json_floats(list(v))) for k, v in self.intervals.get("logistic", {}).items()
+                },
             },
             "reliability": {
                 "q": self.reliability.q,
-                "horizons": _json_floats(self.horizons("reliability")),
-                "intervals": {k: _json_floats(list(v)) for k, v in self.intervals.get("reliability", {}).items()},
+                "horizons": self._published(_json_floats(self.horizons("reliability"))),
+                "intervals": {
+                    k: self._published(_json_floats(list(v))) for k, v in self.intervals.get("reliability", {}).items()
+                },
             },
             "comparison": self.comparison(),
             "confidence": self.confidence,
@@ -210,7 +222,7 @@ def _key(level: float) -> str:
 
 def _json_floats(values: Any) -> Any:
     """inf / nan as None (JSON has neither); the report says "beyond the suite" for them."""
-    if isinstance(values, str | None):
+    if isinstance(values, str | bool | int | None):
         return values
     if isinstance(values, dict):
         return {k: _json_floats(v) for k, v in values.items()}

@@ -255,7 +255,7 @@ def horizon_cell(fit: dict[str, Any], model: str, key: str) -> str:
 def summary_cell(summary: dict[str, Any], key: str) -> str:
     row = summary.get(key) or {}
     if row.get("value") is None:
-        return f"not defined ({row.get('undefined') or 'no environment'} without a horizon)"
+        return f"not defined (no horizon in: {row.get('undefined') or 'no environment'})"
     lo, hi = row["interval"]
     return f"{_fmt(row['value'])} [{_fmt(lo)}, {_fmt(hi)}]"
 
