@@ -34,12 +34,16 @@ def _dot_size(episodes: int) -> float:
 
 
 def _distance_axis(ax: Any, distances: Sequence[int]) -> None:
-    """Log scale with a tick at each distance the suite holds (thinned to about ten)."""
+    """Log scale with a tick at the distances the suite holds, thinned so that labels do not overlap on the log
+    axis (each kept tick at least 1.25x the one before; the longest distance always kept)."""
     ax.set_xscale("log")
-    ticks = sorted(set(distances))
-    if len(ticks) > 10:
-        step = math.ceil(len(ticks) / 10)
-        ticks = ticks[::step] + ([ticks[-1]] if ticks[-1] not in ticks[::step] else [])
+    ticks: list[int] = []
+    for d in sorted(set(distances)):
+        if not ticks or d >= 1.25 * ticks[-1]:
+            ticks.append(d)
+    longest = max(distances)
+    if ticks[-1] != longest:
+        ticks[-1 if len(ticks) > 1 and longest < 1.25 * ticks[-1] else len(ticks) :] = [longest]
     ax.set_xticks(ticks)
     ax.set_xticklabels([str(t) for t in ticks], fontsize=7)
     ax.minorticks_off()
