@@ -44,6 +44,7 @@ def _distance_axis(ax: Any, distances: Sequence[int]) -> None:
     longest = max(distances)
     if ticks[-1] != longest:
         ticks[-1 if len(ticks) > 1 and longest < 1.25 * ticks[-1] else len(ticks) :] = [longest]
+    ax.set_xlim(min(ticks) / 1.3, longest * 1.5)  # the suite's range even where no curve is drawn
     ax.set_xticks(ticks)
     ax.set_xticklabels([str(t) for t in ticks], fontsize=7)
     ax.minorticks_off()
