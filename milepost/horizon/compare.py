@@ -33,7 +33,7 @@ from milepost.horizon.estimator import (
     fit_logistic_batch,
     geometric_mean_horizon,
     interval_percentiles,
-    logistic_horizon,
+    resample_horizons,
     task_draws,
 )
 from milepost.horizon.report import RESULT, _key, horizon_cell, summary_cell
@@ -77,9 +77,10 @@ def paired_difference(
     for runs in (first, second):
         s = np.array([o.successes for o in runs], dtype=float)
         m = np.array([o.trials for o in runs], dtype=float)
-        a, b, _ = fit_logistic_batch(np.log(d), draws * s[None, :], draws * m[None, :])
+        wins, plays = draws * s[None, :], draws * m[None, :]
+        a, b, _ = fit_logistic_batch(np.log(d), wins, plays)
         with np.errstate(divide="ignore"):
-            logs.append(np.log(logistic_horizon(a, b, level)))
+            logs.append(np.log(resample_horizons(a, b, wins.sum(axis=1), plays.sum(axis=1), level)))
     with np.errstate(invalid="ignore"):
         diff = logs[0] - logs[1]
     undefined = np.isnan(diff)
@@ -87,19 +88,29 @@ def paired_difference(
     # Undefined resamples widen both ends: they could hold any ratio.
     lo = float(_percentile(np.where(undefined, -np.inf, diff), [lo_q])[0])
     hi = float(_percentile(np.where(undefined, np.inf, diff), [hi_q])[0])
-    h_first, h_second = fit_logistic(first).horizon(level), fit_logistic(second).horizon(level)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = h_first / h_second if h_second > 0 else math.inf
+    h_first, h_second = _point_horizon(first, level), _point_horizon(second, level)
+    if (h_first, h_second) in ((0.0, 0.0), (math.inf, math.inf)):
+        ratio = math.nan  # both unbounded (or both at 0): no ratio
+    else:
+        ratio = math.inf if h_second == 0.0 else h_first / h_second
     differs: bool | None = bool(lo > 0 or hi < 0)
     if not differs and lo == -math.inf and hi == math.inf:
         differs = None  # the interval spans every ratio: no evidence either way, not evidence of equality
     return {
         "level": level,
-        "ratio": ratio if math.isfinite(ratio) else None,
+        "ratio": None if math.isnan(ratio) else ratio,
         "ratio_interval": [math.exp(x) if x < 700.0 else math.inf for x in (lo, hi)],
         "differs": differs,
         "undefined_share": float(undefined.mean()),
     }
+
+
+def _point_horizon(outcomes: Sequence[TaskOutcomes], level: float) -> float:
+    """The logistic horizon, or inf / 0 where every episode succeeded / failed (no slope to read)."""
+    wins, plays = sum(o.successes for o in outcomes), sum(o.trials for o in outcomes)
+    if wins == plays:
+        return math.inf
+    return 0.0 if wins == 0 else fit_logistic(outcomes).horizon(level)
 
 
 # -- reading reports -------------------------------------------------------------------------------------------

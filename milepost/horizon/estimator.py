@@ -123,7 +123,7 @@ class HorizonEstimate:
     band: dict[str, list[float]] = field(default_factory=dict)
     """the logistic curve's pointwise interval: "d", "lo", "hi" (for plots)"""
     boot_params: np.ndarray | None = None
-    """(B, 2) bootstrap logistic parameters (a, b); kept in memory, not written"""
+    """(B, 4) bootstrap logistic parameters (a, b) and the resample's successes and episodes; in memory only"""
     resampling: str = "tasks"
     status: str = "ok"
     """"ok" | "no_failures" | "no_successes" | "one_distance" | "not_declining" (``curve_status``)"""
@@ -146,7 +146,8 @@ class HorizonEstimate:
         """(B,) the logistic horizon of every bootstrap resample."""
         if self.boot_params is None:
             raise ValueError("no bootstrap parameters kept")
-        return logistic_horizon(self.boot_params[:, 0], self.boot_params[:, 1], level)
+        a, b, wins, plays = self.boot_params.T
+        return resample_horizons(a, b, wins, plays, level)
 
     def comparison(self) -> dict[str, Any]:
         """Log-likelihood, AIC and BIC of both models; the preferred one by AIC."""
@@ -247,6 +248,18 @@ def logistic_horizon(a: np.ndarray, b: np.ndarray, level: float = 0.5) -> np.nda
     falling = b < 0
     with np.errstate(over="ignore"):
         out[falling] = np.exp((_logit(level) - a[falling]) / b[falling])
+    return out
+
+
+def resample_horizons(
+    a: np.ndarray, b: np.ndarray, successes: np.ndarray, trials: np.ndarray, level: float = 0.5
+) -> np.ndarray:
+    """Logistic horizons of bootstrap resamples, with the degenerate ones read from their counts rather than from
+    the sign of a slope of order 1e-13: a resample where every episode succeeded is unbounded (inf), one where
+    none did is at 0."""
+    out = logistic_horizon(a, b, level)
+    out[np.asarray(successes) >= np.asarray(trials)] = np.inf
+    out[np.asarray(successes) <= 0] = 0.0
     return out
 
 
@@ -443,7 +456,7 @@ def estimate(
     intervals: dict[str, dict[str, tuple[float, float]]] = {"logistic": {}, "reliability": {}}
     boot_q = np.array([_fit_q(d, bs[i], bm[i]) for i in range(boot)])
     for level in LEVELS:
-        lo, hi = _percentile(logistic_horizon(a, b, level), qs)
+        lo, hi = _percentile(resample_horizons(a, b, bs.sum(axis=1), bm.sum(axis=1), level), qs)
         intervals["logistic"][_key(level)] = (float(lo), float(hi))
         rel = np.array([reliability_horizon(q, level) for q in boot_q])
         lo, hi = _percentile(rel, qs)
@@ -463,7 +476,7 @@ def estimate(
         boot=boot,
         intervals=intervals,
         band={"d": grid.tolist(), "lo": lo_band.tolist(), "hi": hi_band.tolist()},
-        boot_params=np.stack([a, b], axis=1),
+        boot_params=np.stack([a, b, bs.sum(axis=1), bm.sum(axis=1)], axis=1),
         resampling=resampling,
         status=status,
         note=note,

@@ -245,3 +245,11 @@ def test_a_written_report_round_trips_as_json(tmp_path: Path) -> None:
     on_disk = json.loads((tmp_path / "horizon.json").read_text())
     assert on_disk["fits"]["sudoku"]["status"] == result["fits"]["sudoku"]["status"] == "no_failures"
     assert on_disk["fits"]["sudoku"]["bound"]["kind"] == "at_least"
+
+
+def test_all_success_against_all_failure_differs_with_an_unbounded_ratio() -> None:
+    """Degenerate resamples are read from their counts: main read an all-failure curve's slope of ~0 as an
+    infinite horizon, so this pair came out 'no difference'."""
+    failed = [TaskOutcomes(d, 0, 4, env="e", task_id=str(d)) for d in range(2, 13)]
+    gap = paired_difference(_all_solved(), failed, boot=100)
+    assert gap["differs"] is True and gap["ratio"] == math.inf and gap["undefined_share"] == 0.0
