@@ -182,7 +182,9 @@ def write_readme(reference: dict[str, Any]) -> None:
         "Produced by `python experiments/horizon_reference.py --standard` (each row one `milepost horizon` command, "
         "listed in `reference.json`). Horizons in atomic steps of goal distance, **per environment** (each has its "
         "own step budget and tasks; no curve is fitted through several environments), logistic fit in log d with "
-        "95% percentile intervals from 1000 bootstrap resamples of the tasks within each environment. "
+        "95% percentile intervals from 1000 bootstrap resamples (the scheme in each row's report and in "
+        "`reference.json`; these rows were made with task-only resampling, before two-level became the default "
+        "for its conservative coverage, below). "
         "`>= X (95% one-sided)`: every episode succeeded, so the horizon is only bounded below (exact binomial bound "
         "at the longest distances); `< X`: no episode succeeded; `beyond`: a resample's curve never falls to the "
         "level. The `summary` rows are the geometric mean of the per-environment horizons with equal environment "
@@ -218,10 +220,11 @@ def write_readme(reference: dict[str, Any]) -> None:
             "",
             "`simulate_coverage` in `milepost/horizon/coverage.py`: simulated suites with a known population "
             "horizon, each estimated with 500 bootstrap resamples under each scheme; the share of suites whose "
-            "interval holds the truth. `tasks` (the default of `milepost horizon`) resamples tasks within each "
-            "environment with their observed counts; `two-level` (`--resampling two-level`, METR's scheme) also "
-            "redraws each drawn task's samples, which counts the within-task noise a second time (the task draw "
-            "already carries it), so its intervals are wider and over-cover.",
+            "interval holds the truth. `two-level` (the default of `milepost horizon`, METR's scheme) resamples "
+            "tasks within each environment and then each drawn task's samples, which counts the within-task noise "
+            "a second time (the task draw already carries it): wider intervals that over-cover. `tasks` "
+            "(`--resampling tasks`) keeps each drawn task's counts: narrower intervals that under-cover with 40 "
+            "tasks. The default is the conservative one.",
             "",
             "| scenario, resampling | suites | truth h50 | truth h80 | 90% CI covers h50 | 95% CI covers h50 "
             "| 90% CI covers h80 | 95% CI covers h80 |",

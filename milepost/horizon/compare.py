@@ -56,7 +56,8 @@ def paired_difference(
     """The ratio ``h_first / h_second`` of the logistic horizons at ``level`` (of the point estimates) and the
     bootstrap interval of the ratio, resampling the same tasks for both (they played the same suite).
 
-    Tasks are resampled within each environment with their observed counts. A resample where both horizons are
+    Tasks are resampled within each environment, then each drawn task's samples (two-level, as the reports'
+    default). A resample where both horizons are
     infinite (or both zero) says nothing about the ratio: it counts as unbounded on both sides, so once such
     resamples outnumber an interval tail the interval is [0, inf] and ``differs`` is None ("cannot tell")
     rather than False; True / False otherwise.
@@ -78,6 +79,8 @@ def paired_difference(
         s = np.array([o.successes for o in runs], dtype=float)
         m = np.array([o.trials for o in runs], dtype=float)
         wins, plays = draws * s[None, :], draws * m[None, :]
+        # two-level, as the reports' default: each drawn task's samples redrawn at its observed rate
+        wins = rng.binomial(plays.astype(np.int64), np.broadcast_to(s / m, plays.shape)).astype(float)
         a, b, _ = fit_logistic_batch(np.log(d), wins, plays)
         with np.errstate(divide="ignore"):
             logs.append(np.log(resample_horizons(a, b, wins.sum(axis=1), plays.sum(axis=1), level)))

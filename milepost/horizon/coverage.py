@@ -134,7 +134,7 @@ def simulate_coverage(
     confidences: Sequence[float] = (0.9, 0.95),
     levels: Sequence[float] = LEVELS,
     seed: int = 0,
-    resampling: str = "tasks",
+    resampling: str = "two-level",
 ) -> dict[str, Any]:
     """How often the bootstrap percentile interval (``resampling``: "tasks" or "two-level") of each horizon
     holds the population horizon, over ``datasets`` simulated suites.

@@ -124,7 +124,7 @@ def summarise_horizon(
     boot: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-    resampling: str = "tasks",
+    resampling: str = "two-level",
 ) -> dict[str, Any]:
     """Fit each environment, tabulate success and failures by distance, write JSON, Markdown and PNG."""
     out = Path(out)

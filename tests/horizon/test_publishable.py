@@ -196,7 +196,7 @@ def test_compare_ratio_is_the_ratio_of_the_point_estimates() -> None:
 
 def test_task_resampling_keeps_each_tasks_counts_and_two_level_redraws_them() -> None:
     outcomes = [TaskOutcomes(3, 2, 4, env="e", task_id=str(i)) for i in range(6)]
-    s, m = bootstrap_counts(outcomes, 300, np.random.default_rng(0))
+    s, m = bootstrap_counts(outcomes, 300, np.random.default_rng(0), "tasks")
     assert np.array_equal(s * 2, m)  # every drawn task brings its own 2 of 4
     s2, m2 = bootstrap_counts(outcomes, 300, np.random.default_rng(0), "two-level")
     assert len(set((s2 / np.maximum(m2, 1))[m2 == 4].tolist())) > 2
@@ -204,13 +204,12 @@ def test_task_resampling_keeps_each_tasks_counts_and_two_level_redraws_them() ->
         bootstrap_counts(outcomes, 10, np.random.default_rng(0), "bogus")
 
 
-def test_the_report_states_its_resampling_scheme(tmp_path: Path) -> None:
+def test_two_level_is_the_default_and_the_report_states_its_scheme(tmp_path: Path) -> None:
+    assert estimate(_all_solved(), boot=10).resampling == "two-level"
     eps = {"p": _falling("sudoku", 6.0, range(2, 12))}
-    result = summarise_horizon(
-        _manifest({"p": ("sudoku", 20)}), eps, tmp_path, meta={}, boot=100, resampling="two-level"
-    )
-    assert result["meta"]["resampling"] == "two-level" and result["fits"]["sudoku"]["resampling"] == "two-level"
-    assert "then each drawn task's samples (two-level)" in (tmp_path / "horizon.md").read_text()
+    result = summarise_horizon(_manifest({"p": ("sudoku", 20)}), eps, tmp_path, meta={}, boot=100, resampling="tasks")
+    assert result["meta"]["resampling"] == "tasks" and result["fits"]["sudoku"]["resampling"] == "tasks"
+    assert "each keeping its observed counts" in (tmp_path / "horizon.md").read_text()
 
 
 # -- item 9: plots ------------------------------------------------------------------------------------------------
