@@ -1,4 +1,4 @@
-"""The horizon estimator (``milepost.evaluation.horizon``): fits that recover known parameters, the model
+"""The horizon estimator (``milepost.horizon.estimator``): fits that recover known parameters, the model
 comparison, degenerate data, the hierarchical bootstrap and the coverage of its intervals."""
 
 from __future__ import annotations
@@ -8,20 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from milepost.evaluation.horizon import (
-    CoverageScenario,
+from milepost.horizon.compare import paired_difference
+from milepost.horizon.coverage import CoverageScenario, binomial_law, law_crossing, law_horizon, simulate_coverage
+from milepost.horizon.estimator import (
     TaskOutcomes,
-    binomial_law,
     bootstrap_counts,
     estimate,
     fit_logistic,
     fit_reliability,
-    law_crossing,
-    law_horizon,
     logistic_horizon,
-    paired_difference,
     reliability_horizon,
-    simulate_coverage,
     task_draws,
 )
 
@@ -104,10 +100,10 @@ def test_bootstrap_resamples_tasks_within_each_environment() -> None:
     assert (draws[:, :5].sum(axis=1) == 5).all() and (draws[:, 5:].sum(axis=1) == 3).all()
     assert draws[:, 0].std() > 0  # tasks really vary between resamples
     outcomes = [TaskOutcomes(3, 2, 4, env=e, task_id=str(i)) for i, e in enumerate(envs)]
-    successes, trials = bootstrap_counts(outcomes, 400, np.random.default_rng(1))
+    successes, trials = bootstrap_counts(outcomes, 400, np.random.default_rng(1), "two-level")
     assert (trials.sum(axis=1) == 32).all()
     assert (successes <= trials).all()
-    # samples are resampled too: a task at a 50% rate does not always give back 2 of 4
+    # two-level: samples are resampled too, a task at a 50% rate does not always give back 2 of 4
     drawn_once = trials == 4
     assert len(set(successes[drawn_once].tolist())) > 2
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from milepost.agent.loop import AgentSettings
-from milepost.evaluation.horizon import binomial_law, estimate, law_crossing, law_horizon
-from milepost.evaluation.horizon_report import play_suite, task_outcomes
-from milepost.evaluation.horizon_suite import Suite, SuitePart
+from milepost.horizon.coverage import binomial_law, law_crossing, law_horizon
+from milepost.horizon.estimator import estimate
+from milepost.horizon.report import play_suite, task_outcomes
+from milepost.horizon.suites import Suite, SuitePart
 from milepost.types import TerminationReason
 
 H, P = 12, 0.7

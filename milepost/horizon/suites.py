@@ -27,6 +27,8 @@ from milepost.io import atomic_write_json
 from milepost.types import Task
 
 MANIFEST = "manifest.json"
+TASKS = "tasks.json"
+"""every generated task of every part, in generation order: what the content hash covers"""
 
 
 @dataclass(frozen=True)
@@ -147,22 +149,21 @@ def suite_hash(suite: Suite, tasks: dict[str, list[Task]]) -> str:
 
 def build_suite(suite: Suite, root: str | Path, *, check_hash: bool = True) -> dict[str, Any]:
     """Generate (or reuse) the suite under ``root``: one dataset folder per part holding the tasks the oracle can
-    finish within the budget, and ``root/manifest.json``. Returns the manifest.
+    finish within the budget, ``root/tasks.json`` with every generated task, and ``root/manifest.json``.
+    Returns the manifest.
+
+    A cached suite is re-hashed at every call, never trusted by its manifest: ``tasks.json`` must hash to the
+    pinned hash (or, for an unpinned suite, to the one it was built with), each part's ``test.jsonl`` must hold
+    exactly the generated tasks that fit the budget, and the manifest is rewritten from those tasks.
 
     Raises:
         InputError: the generated tasks do not hash to the pinned ``content_hash`` (the generators changed:
-            the suite needs a new version), or ``root`` holds another suite.
+            the suite needs a new version), ``root`` holds another suite, or the cached files were edited.
     """
     root = Path(root)
     manifest_file = root / MANIFEST
-    if manifest_file.exists():
-        manifest: dict[str, Any] = json.loads(manifest_file.read_text(encoding="utf-8"))
-        if (manifest.get("name"), manifest.get("version")) != (suite.name, suite.version):
-            raise InputError(f"{root} holds suite {manifest.get('name')} v{manifest.get('version')}, not {suite.name}")
-        if all((root / p.name / "test.jsonl").exists() for p in suite.parts) and (
-            not check_hash or not suite.content_hash or manifest.get("hash") == suite.content_hash
-        ):
-            return manifest
+    if manifest_file.exists() and (root / TASKS).exists():
+        return _verify_cached(suite, root, check_hash)
     tasks = {part.name: generate_part(part) for part in suite.parts}
     digest = suite_hash(suite, tasks)
     if check_hash and suite.content_hash and digest != suite.content_hash:
@@ -171,20 +172,64 @@ def build_suite(suite: Suite, root: str | Path, *, check_hash: bool = True) -> d
             f"{suite.content_hash[:12]}: the generators changed, so this is no longer the same suite (give it a "
             "new version and hash)"
         )
-    parts: list[dict[str, Any]] = []
     for part in suite.parts:
         kept = [t for t in tasks[part.name] if fits_budget(t, part.max_steps)]
-        left = [t for t in tasks[part.name] if not fits_budget(t, part.max_steps)]
-        levels = sorted({t.level for t in kept})
         data_manifest = {
             "env": part.env,
             "size": part.size,
             "suite": f"{suite.name} v{suite.version}",
-            "levels": {lv: {} for lv in levels},
+            "levels": {lv: {} for lv in sorted({t.level for t in kept})},
             "counts": {"test": len(kept)},
         }
         if kept:
             write_dataset(root / part.name, {"test": kept}, data_manifest, overwrite=True)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(root / TASKS, {name: [t.to_dict() for t in part] for name, part in tasks.items()})
+    manifest = _manifest(suite, tasks, digest)
+    atomic_write_json(manifest_file, manifest)
+    return manifest
+
+
+def _verify_cached(suite: Suite, root: Path, check_hash: bool) -> dict[str, Any]:
+    """Re-hash a cached suite's files and rebuild its manifest from them (see ``build_suite``)."""
+    old: dict[str, Any] = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    if (old.get("name"), old.get("version")) != (suite.name, suite.version):
+        raise InputError(f"{root} holds suite {old.get('name')} v{old.get('version')}, not {suite.name}")
+
+    def edited(what: str) -> InputError:
+        return InputError(
+            f"{root}: {what}, so these are not the tasks of {suite.name} v{suite.version}; delete {root} (and the "
+            "runs played on it) to rebuild the suite"
+        )
+
+    try:
+        raw = json.loads((root / TASKS).read_text(encoding="utf-8"))
+        tasks = {part.name: [Task.from_dict(r) for r in raw[part.name]] for part in suite.parts}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise edited(f"{TASKS} is unreadable ({type(exc).__name__}: {exc})") from None
+    digest = suite_hash(suite, tasks)
+    expected = suite.content_hash if check_hash and suite.content_hash else old.get("hash")
+    if digest != expected:
+        raise edited(f"{TASKS} hashes to {digest[:12]}, not {str(expected)[:12]}")
+    for part in suite.parts:
+        kept = [t.to_dict() for t in tasks[part.name] if fits_budget(t, part.max_steps)]
+        try:
+            played = [t.to_dict() for t in part_tasks(root, part)]
+        except InputError as exc:
+            raise edited(f"{part.name}/test.jsonl does not load ({exc})") from None
+        if played != kept:
+            raise edited(f"{part.name}/test.jsonl holds {len(played)} tasks that are not the suite's {len(kept)}")
+    manifest = _manifest(suite, tasks, digest)
+    if manifest != old:
+        atomic_write_json(root / MANIFEST, manifest)
+    return manifest
+
+
+def _manifest(suite: Suite, tasks: dict[str, list[Task]], digest: str) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    for part in suite.parts:
+        kept = [t for t in tasks[part.name] if fits_budget(t, part.max_steps)]
+        left = [t for t in tasks[part.name] if not fits_budget(t, part.max_steps)]
         parts.append(
             {
                 **asdict(part),
@@ -194,7 +239,7 @@ def build_suite(suite: Suite, root: str | Path, *, check_hash: bool = True) -> d
                 "distances": sorted({t.goal_distance for t in kept}),
             }
         )
-    manifest = {
+    return {
         "name": suite.name,
         "version": suite.version,
         "hash": digest,
@@ -205,9 +250,6 @@ def build_suite(suite: Suite, root: str | Path, *, check_hash: bool = True) -> d
         "played": sum(p["played"] for p in parts),
         "left_out": sum(len(p["left_out"]) for p in parts),
     }
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(manifest_file, manifest)
-    return manifest
 
 
 def part_tasks(root: str | Path, part: SuitePart) -> list[Task]:

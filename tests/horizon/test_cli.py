@@ -11,8 +11,8 @@ import pytest
 
 from milepost.cli.main import main
 from milepost.errors import InputError
-from milepost.evaluation import horizon_suite
-from milepost.evaluation.horizon_suite import Suite, SuitePart, build_suite, get_suite, suite_hash
+from milepost.horizon import suites as horizon_suite
+from milepost.horizon.suites import Suite, SuitePart, build_suite, get_suite, suite_hash
 
 # Test fixture: a micro suite (4x4 Sudoku, 3 tasks per level, H_max 10, 2 samples) so the CLI runs in seconds.
 MICRO = Suite("micro", 1, (SuitePart("sudoku4", "sudoku", 4, "S1-S5", 3, 0, 10, 2),), content_hash="")
@@ -47,11 +47,12 @@ def test_horizon_writes_markdown_png_and_json_with_the_suite(two_runs: tuple[Pat
         assert result["suite"]["hash"][:16] in report and "micro v1" in report
         assert sum(t["trials"] for t in result["tasks"]) == 2 * result["suite"]["played"]
         assert "50% horizon" in report and "failure taxonomy" in report
-        assert set(result["fits"]["all"]["logistic"]["intervals"]) == {"h50", "h80"}
+        assert set(result["fits"]) == {"sudoku"}  # per environment: no pooled "all" fit
+        assert set(result["fits"]["sudoku"]["logistic"]["intervals"]) == {"h50", "h80"}
         # the episodes came from the evaluation runner's own folders
         assert (out / "runs" / "sudoku4" / "episodes.jsonl").exists()
-    ha = json.loads((a / "horizon.json").read_text())["fits"]["all"]["logistic"]["horizons"]["h50"]
-    hb = json.loads((b / "horizon.json").read_text())["fits"]["all"]["logistic"]["horizons"]["h50"]
+    ha = json.loads((a / "horizon.json").read_text())["fits"]["sudoku"]["logistic"]["horizons"]["h50"]
+    hb = json.loads((b / "horizon.json").read_text())["fits"]["sudoku"]["logistic"]["horizons"]["h50"]
     assert ha is None or ha > hb  # a more reliable oracle goes further (None: beyond the suite)
 
 
@@ -75,7 +76,8 @@ def test_compare_draws_both_and_judges_the_difference(
     assert "P=0.9 vs P=0.5" in text
     assert (out / "horizon_compare.png").stat().st_size > 10_000
     pairs = json.loads((out / "horizon_compare.json").read_text())["pairs"]
-    assert len(pairs) == 1 and pairs[0]["a"] == "P=0.9"
+    # one environment, two levels: the 50% and the 80% horizons are both judged
+    assert [(p["env"], p["level"]) for p in pairs] == [("sudoku", 0.5), ("sudoku", 0.8)] and pairs[0]["a"] == "P=0.9"
 
 
 def test_compare_refuses_reports_of_different_suites(
