@@ -1,12 +1,13 @@
 """The memory plan against measured peak RSS of a real update on this CPU (``milepost memory``'s validation).
 
 Each case builds a random-init Qwen3 (``transformers.Qwen3Config``: width 64-256, 2-4 layers, vocabulary up to
-151,936) in fp32, makes a minibatch of turns with random prompt and answer ids (prompts of slightly different lengths, so the rows
-are padded; no shared prefix, so the rows are scored whole, as under FSDP), and runs the trainer's own ``update`` once in a fresh subprocess. Measured: the
-process's peak resident memory during ``update`` minus its resident memory just before it (the model and
-optimizer built; the peak is reset first through ``/proc/self/clear_refs`` so the model build's transients do
-not count; ``ru_maxrss`` is reported beside it). Predicted: :func:`milepost.training.memory.update_terms` for
-one rank in fp32, less the weights (already in the baseline).
+151,936) in fp32, makes a minibatch of turns with random prompt and answer ids (prompts of slightly different
+lengths, so the rows are padded; no shared prefix, so the rows are scored whole, as under FSDP), and runs the
+trainer's own ``update`` once in a fresh subprocess. Measured: the process's peak resident memory during
+``update`` minus its resident memory just before it (the model and optimizer built; the peak is reset first
+through ``/proc/self/clear_refs`` so the model build's transients do not count; ``ru_maxrss`` is reported beside
+it), with glibc's default allocator and with ``MALLOC_MMAP_THRESHOLD_`` fixed. Predicted:
+:func:`milepost.training.memory.update_terms` for one rank in fp32, less the weights (already in the baseline).
 
     python -m experiments.memory_validation --out docs/results/memory
     python -m experiments.memory_validation --out docs/results/memory --micro-batch-tokens 4096   # after the
@@ -181,11 +182,18 @@ def predict(case: Case, micro_batch_tokens: int | None) -> tuple[int, dict[str, 
     return total, terms | {"params": shape.params}
 
 
-def _run_case(index: int, micro_batch_tokens: int | None) -> dict[str, Any]:
+MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+"""glibc: serve every allocation over 64 KiB by mmap, so freed tensors leave RSS at once. By default glibc raises
+its mmap threshold after each free of a large block (up to 32 MiB), and tensors under it then come from the
+heap, where freed activations stay resident between the forward and the backward: RSS then counts allocator
+fragmentation, which a GPU's caching allocator does not have in the same form."""
+
+
+def _run_case(index: int, micro_batch_tokens: int | None, env: dict[str, str] | None = None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "experiments.memory_validation", "--case", str(index)]
     if micro_batch_tokens is not None:
         cmd += ["--micro-batch-tokens", str(micro_batch_tokens)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
     if out.returncode != 0:
         raise SystemExit(f"case {index} failed:\n{out.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -201,6 +209,7 @@ def write(rows: list[dict[str, Any]], out: Path, command: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "validation.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     errors = [r["predicted"] / r["measured"] - 1 for r in rows]
+    errors_mmap = [r["predicted"] / r["measured_mmap"] - 1 for r in rows]
     lines = [
         "# Memory plan vs measured peak RSS of a real update (CPU, fp32)",
         "",
@@ -210,23 +219,29 @@ def write(rows: list[dict[str, Any]], out: Path, command: str) -> None:
         "the first one's gradients and AdamW's moments in memory) on a random-init Qwen3 in a fresh process.",
         "Measured = peak RSS during `update` minus RSS just before it (peak reset through `/proc/self/clear_refs`);",
         "predicted = `milepost.training.memory.update_terms` for one fp32 rank, less the weights. MiB.",
+        "Measured twice: with glibc's default allocator, and with `MALLOC_MMAP_THRESHOLD_=65536` (every block over",
+        "64 KiB mapped and unmapped on its own, so RSS holds the live tensors and not the heap's fragmentation).",
         "",
-        "| case | params | rows x (prompt + answer) | grads + AdamW | activations | logits | predicted "
-        "| measured | error |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| # | case | params | rows x (prompt + answer) | grads + AdamW | activations | logits | predicted "
+        "| measured | error | measured (mmap) | error (mmap) |",
+        "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r, err in zip(rows, errors):
+    for r, err, err_mmap in zip(rows, errors, errors_mmap):
         t = r["terms"]
         lines.append(
-            f"| {r['label']} | {r['params']:,} | {r['case']['rows']} x ({r['case']['prompt']} + {r['case']['answer']}) "
+            f"| {r['number']} | {r['label']} | {r['params']:,} "
+            f"| {r['case']['rows']} x ({r['case']['prompt']} + {r['case']['answer']}) "
             f"| {_mib(t['gradients'] + t['optimizer'])} | {_mib(t['activations'])} | {_mib(t['logits'])} "
-            f"| {_mib(r['predicted'])} | {_mib(r['measured'])} | {err:+.1%} |"
+            f"| {_mib(r['predicted'])} | {_mib(r['measured'])} | {err:+.1%} "
+            f"| {_mib(r['measured_mmap'])} | {err_mmap:+.1%} |"
         )
-    worst = max(errors, key=abs)
-    mean_abs = sum(abs(e) for e in errors) / len(errors)
+    lines += [""]
+    for name, errs in (("default allocator", errors), ("mmap allocator", errors_mmap)):
+        worst = max(errs, key=abs)
+        mean_abs = sum(abs(e) for e in errs) / len(errs)
+        inside = sum(abs(e) <= 0.25 for e in errs)
+        lines.append(f"- {name}: mean |error| {mean_abs:.1%}, worst {worst:+.1%}; {inside} of {len(errs)} within 25%.")
     lines += [
-        "",
-        f"{len(rows)} cases; mean |error| {mean_abs:.1%}, worst {worst:+.1%} (target: within 25%).",
         "",
         "![predicted vs measured](validation.png)",
         "",
@@ -239,13 +254,15 @@ def write(rows: list[dict[str, Any]], out: Path, command: str) -> None:
 
     fig, ax = plt.subplots(figsize=(5.5, 5))
     measured = [r["measured"] / 2**20 for r in rows]
+    measured_mmap = [r["measured_mmap"] / 2**20 for r in rows]
     predicted = [r["predicted"] / 2**20 for r in rows]
-    top = max(measured + predicted) * 1.15
+    top = max(measured + measured_mmap + predicted) * 1.15
     ax.plot([0, top], [0, top], color="grey", lw=1, label="predicted = measured")
     ax.fill_between([0, top], [0, top * 0.75], [0, top * 1.25], color="grey", alpha=0.15, label="within 25%")
-    ax.scatter(measured, predicted, zorder=3)
+    ax.scatter(measured, predicted, zorder=3, label="glibc default allocator")
+    ax.scatter(measured_mmap, predicted, zorder=3, marker="x", label="MALLOC_MMAP_THRESHOLD_=65536")
     for m, p, r in zip(measured, predicted, rows):
-        ax.annotate(str(rows.index(r) + 1), (m, p), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.annotate(str(r["number"]), (m, p), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xlabel("measured peak RSS of update (MiB)")
     ax.set_ylabel("predicted by the memory plan (MiB)")
     ax.set_title("milepost memory: predicted vs measured (CPU, fp32)")
@@ -267,20 +284,27 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure(CASES[args.case], args.micro_batch_tokens)))
         return
     chosen = [int(c) - 1 for c in args.cases.split(",")] if args.cases else list(range(len(CASES)))
-    rows = []
+    parts = args.out / "cases"  # one file per case: runs of different cases (even at once) add to one table
+    parts.mkdir(parents=True, exist_ok=True)
+    command = "python -m experiments.memory_validation " + " ".join(argv if argv is not None else sys.argv[1:])
     for i in chosen:
         case = CASES[i]
         got = _run_case(i, args.micro_batch_tokens)
+        mmap = _run_case(i, args.micro_batch_tokens, MMAP_ENV)
         predicted, terms = predict(case, args.micro_batch_tokens)
-        row = {"label": case.label, "case": asdict(case), "predicted": predicted, "terms": terms, **got}
-        rows.append(row)
+        row = {"number": i + 1, "label": case.label, "case": asdict(case), "predicted": predicted, "terms": terms}
+        row |= {**got, "measured_mmap": mmap["measured"], "command": command.strip()}
+        tmp = parts / f"{i + 1:02d}.json.tmp"
+        tmp.write_text(json.dumps(row, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(parts / f"{i + 1:02d}.json")
         print(
             f"{i + 1:>2} {case.label:<40} predicted {_mib(predicted):>7} MiB  measured {_mib(got['measured']):>7} MiB"
-            f"  ({predicted / got['measured'] - 1:+.1%}, {got['seconds']:.1f} s)",
+            f"  ({predicted / got['measured'] - 1:+.1%}; mmap allocator {_mib(mmap['measured'])} MiB,"
+            f" {predicted / mmap['measured'] - 1:+.1%}; {got['seconds']:.1f} s)",
             flush=True,
         )
-    command = "python -m experiments.memory_validation " + " ".join(argv if argv is not None else sys.argv[1:])
-    write(rows, args.out, command.strip())
+        rows = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(parts.glob("*.json"))]
+        write(rows, args.out, "python -m experiments.memory_validation --out " + str(args.out))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ micro-batch, the logits, the generator's share (``hf``: a full copy; ``vllm``: `
 the GPU, the KV cache inside it) and the KV cache, the largest micro-batch that fits, then ``fits`` or the one
 line saying what does not. Model shapes come from the ``transformers`` config class (named models carry the
 published hyperparameters; a checkpoint folder's ``config.json`` is read, nothing is downloaded). Every row is
-taken at full length (prompt + ``agent.max_new_tokens``), the worst case.
+taken at full length (prompt + ``agent.max_new_tokens``), the worst case. Exit status 0 when it fits, 1 when it
+does not, 2 for bad input.
 
     milepost memory --config configs/paper/sudoku9_atomic.yaml --model qwen3-8b --gpus 8 --gpu-memory 80GiB \\
         --rollout vllm --set rollout.gpu_memory_utilization=0.3 --micro-batch-tokens 16384
@@ -84,4 +85,4 @@ def run(args: argparse.Namespace) -> int:
     )
     text = report(shape, work, setup)
     print(text)
-    return 0
+    return 0 if text.endswith("\nfits") else 1

@@ -108,9 +108,12 @@ def siglip_params(cfg: Any, text_hidden: int) -> int:
     """Parameters of a SigLIP vision tower (``SiglipVisionConfig``) and Gemma 3's projector into the decoder."""
     hv, iv, patch = cfg.hidden_size, cfg.intermediate_size, cfg.patch_size
     embed = cfg.num_channels * patch * patch * hv + hv + (cfg.image_size // patch) ** 2 * hv
-    layer = 2 * 2 * hv + 4 * (hv * hv + hv) + (hv * iv + iv) + (iv * hv + hv)
+    layer = 2 * 2 * hv + 4 * (hv * hv + hv) + (hv * iv + iv) + (iv * hv + hv)  # 2 norms, attention, MLP
+    mlp = (hv * iv + iv) + (iv * hv + hv)
+    # The attention-pooling head (probe, nn.MultiheadAttention, norm, MLP) exists only with vision_use_head.
+    head = hv + 4 * (hv * hv + hv) + 2 * hv + mlp if getattr(cfg, "vision_use_head", False) else 0
     projector = hv * text_hidden + hv  # mm_input_projection_weight and mm_soft_emb_norm
-    return embed + cfg.num_hidden_layers * layer + 2 * hv + projector
+    return embed + cfg.num_hidden_layers * layer + 2 * hv + head + projector
 
 
 _DECODERS = ("qwen3", "qwen2", "llama", "mistral", "gemma3_text", "gemma3")
@@ -180,7 +183,13 @@ def _gemma3_12b() -> Any:
         sliding_window=1024,
     )
     vision = SiglipVisionConfig(
-        hidden_size=1152, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16, image_size=896, patch_size=14
+        hidden_size=1152,
+        intermediate_size=4304,
+        num_hidden_layers=27,
+        num_attention_heads=16,
+        image_size=896,
+        patch_size=14,
+        vision_use_head=False,
     )
     return Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), tie_word_embeddings=True)
 
@@ -501,12 +510,16 @@ def _advice(shape: ModelShape, work: Workload, setup: Setup, rank: RankPlan, pha
         return "generate fewer sequences at once or use rollout.backend vllm"
     rows = largest_micro_batch(shape, work, setup)
     if rows >= 1:
-        return f"set rl.micro_batch_tokens <= {rows * work.row_tokens:,} ({rows} rows)"
+        return f"set rl.micro_batch_tokens <= {rows * work.row_tokens:,} ({_rows(rows)})"
     if not work.activation_checkpointing:
         return "not one row fits: set rl.activation_checkpointing true"
     if setup.rollout != "openai":
         return "not one row fits: move generation off the trainer's GPUs or add GPUs"
     return "not one row fits: add GPUs"
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
 def _gib(n: int) -> str:
@@ -523,7 +536,8 @@ def report(shape: ModelShape, work: Workload, setup: Setup) -> str:
         f"per rank and minibatch: {work.rows} rows of {work.prompt_tokens:,} + {work.answer_tokens:,} tokens; "
         f"micro-batch: "
         + (f"{work.micro_batch_tokens:,} tokens" if work.micro_batch_tokens else "the whole share (no budget)")
-        + f" = {work.micro_batch_rows()} rows; activation checkpointing {'on' if work.activation_checkpointing else 'off'}",
+        + f" = {_rows(work.micro_batch_rows())}; activation checkpointing "
+        + ("on" if work.activation_checkpointing else "off"),
         "",
     ]
     names: list[str] = []
@@ -536,7 +550,8 @@ def report(shape: ModelShape, work: Workload, setup: Setup) -> str:
     for name in names:
         cells, note = [], ""
         for rank in ranks:
-            term = next((t for t in [*rank.persistent, *rank.transient, rank.step, *rank.rollout] if t.name == name), None)
+            everything = [*rank.persistent, *rank.transient, rank.step, *rank.rollout]
+            term = next((t for t in everything if t.name == name), None)
             cells.append(f"{_gib(term.bytes):>14}" if term else f"{'-':>14}")
             note = note or (term.note if term else "")
         lines.append(f"{name:<16}{''.join(cells)}  {note}")
@@ -554,7 +569,7 @@ def report(shape: ModelShape, work: Workload, setup: Setup) -> str:
         )
     rows = largest_micro_batch(shape, work, setup)
     lines.append(
-        f"largest micro-batch that fits: {rows} rows = {rows * work.row_tokens:,} tokens (rl.micro_batch_tokens)"
+        f"largest micro-batch that fits: {_rows(rows)} = {rows * work.row_tokens:,} tokens (rl.micro_batch_tokens)"
         if rows
         else "largest micro-batch that fits: none (not one row)"
     )
