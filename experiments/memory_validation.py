@@ -278,12 +278,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/results/memory"))
     parser.add_argument("--micro-batch-tokens", type=int, default=None, help="set rl.micro_batch_tokens (post-merge)")
     parser.add_argument("--cases", default=None, help="comma list of case numbers (1-based; default all)")
+    parser.add_argument("--table", action="store_true", help="rebuild the table from OUT/cases without measuring")
     parser.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)  # the subprocess's own entry
     args = parser.parse_args(argv)
     if args.case is not None:
         print(json.dumps(measure(CASES[args.case], args.micro_batch_tokens)))
         return
     chosen = [int(c) - 1 for c in args.cases.split(",")] if args.cases else list(range(len(CASES)))
+    if args.table:
+        chosen = []
     parts = args.out / "cases"  # one file per case: runs of different cases (even at once) add to one table
     parts.mkdir(parents=True, exist_ok=True)
     command = "python -m experiments.memory_validation " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -303,8 +306,18 @@ def main(argv: list[str] | None = None) -> None:
             f" {predicted / mmap['measured'] - 1:+.1%}; {got['seconds']:.1f} s)",
             flush=True,
         )
-        rows = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(parts.glob("*.json"))]
-        write(rows, args.out, "python -m experiments.memory_validation --out " + str(args.out))
+        _table(args.out, args.micro_batch_tokens)
+    if args.table:
+        _table(args.out, args.micro_batch_tokens)
+
+
+def _table(out: Path, micro_batch_tokens: int | None) -> None:
+    """validation.md / .json / .png from every case measured so far in ``out/cases``."""
+    rows = [json.loads(f.read_text(encoding="utf-8")) for f in sorted((out / "cases").glob("*.json"))]
+    for r in rows:  # the measurements stay; the prediction is the plan's of today
+        r["predicted"], r["terms"] = predict(CASES[r["number"] - 1], micro_batch_tokens)
+    flag = f" --micro-batch-tokens {micro_batch_tokens}" if micro_batch_tokens else ""
+    write(rows, out, f"python -m experiments.memory_validation --out {out}{flag}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ with h the width, n_q = heads x head_dim, n_k = kv_heads x head_dim, i the MLP w
 norms per layer add (4 + 2a) h each. The padded rows' attention mask is kept once as booleans (B x T x T) and,
 converted to the compute dtype by ``scaled_dot_product_attention``, once per layer (PyTorch
 ``aten/src/ATen/native/transformers/attention.cpp``, ``convert_boolean_attn_mask``). With activation
-checkpointing a layer keeps only its input (a h per token) and one layer is recomputed at a time.
+checkpointing a layer keeps only its input (a h per token) and one layer is recomputed at a time, after the
+logits' backward has freed them.
 
 Logits (``backends/logprobs.py`` ``sequence_logprobs``): the LM head's output over the answer columns, then the
 fp32 copy, the tempered copy and ``log_softmax``: (a + 12) bytes per (row x answer column x vocabulary entry)
@@ -406,19 +407,22 @@ def update_terms(shape: ModelShape, work: Workload, bf16: bool, gpus: int) -> tu
     # memory-efficient kernel takes the boolean as it is, so on a GPU this term is an upper bound).
     mask_layer = act * rows * length**2 if masked else 0
     ends = tokens * _final_bytes_per_token(shape, act) + (rows * length**2 if masked else 0)
-    if work.activation_checkpointing:
-        layers = shape.layers * act * shape.hidden * tokens + per_layer * tokens + mask_layer
-        how = f"checkpointed: {shape.layers} layer inputs + 1 layer recomputed"
-    else:
-        layers = shape.layers * (per_layer * tokens + mask_layer)
-        how = f"{per_layer:,} B/token/layer x {shape.layers} layers"
     answer_cols = work.answer_tokens + 1  # the LM head runs on the answer columns and the last prompt column
     logit_tokens = rows * answer_cols
     if work.logits_chunk_tokens is not None:
         logit_tokens = min(logit_tokens, work.logits_chunk_tokens)
     logits = (act + 12) * logit_tokens * shape.vocab if act < 4 else 12 * logit_tokens * shape.vocab
+    if work.activation_checkpointing:
+        # Backward frees the logits before it recomputes the last layer, so the recomputed layer and the logits
+        # never coexist: the activations term holds only what the recomputation adds beyond the logits.
+        recompute = per_layer * tokens + mask_layer
+        layers = shape.layers * act * shape.hidden * tokens + max(0, recompute - logits)
+        how = f"checkpointed: {shape.layers} layer inputs; 1 layer recomputed after the logits are freed"
+    else:
+        layers = shape.layers * (per_layer * tokens + mask_layer)
+        how = f"{per_layer:,} B/token/layer x {shape.layers} layers"
     transient = [
-        Term("activations", layers + ends, f"{rows} rows x {length:,} tokens, {how}"),
+        Term("activations", layers + ends, f"{_rows(rows)} x {length:,} tokens, {how}"),
         Term("logits", logits, f"{logit_tokens:,} tokens x {shape.vocab:,} vocabulary"),
     ]
     if gpus > 1:
