@@ -27,8 +27,9 @@ log = logging.getLogger("milepost.cli")
 def _subcommands() -> list[ModuleType]:
     # Imported lazily so `milepost --help` stays fast and a subcommand's heavy imports load only when used.
     from milepost.cli import compare, data, demo, eval, export, horizon, plan, play, serve, shop, show, tiny, train
+    from milepost.cli import memory as memory_cli
 
-    return [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export]
+    return [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export, memory_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:
