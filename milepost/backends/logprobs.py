@@ -162,9 +162,10 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-LOGITS_CHUNK_TOKENS = 1024
+LOGITS_CHUNK_TOKENS = 512
 """Positions (rows x columns) whose full-vocabulary logits exist at once while scoring: one float32 chunk of
-``LOGITS_CHUNK_TOKENS x V`` (622 MB at V = 151,936), recomputed in backward rather than kept."""
+``LOGITS_CHUNK_TOKENS x V`` (311 MB at V = 151,936; a few such copies in its backward), recomputed in backward
+rather than kept."""
 
 
 MIN_SHARED_PREFIX = 16

@@ -158,7 +158,10 @@ def enable_activation_checkpointing(model: Any) -> None:
     """Recompute each decoder layer in backward (``rl.activation_checkpointing``), with transformers'
     ``gradient_checkpointing_enable`` in its non-reentrant form (torch.utils.checkpoint, which FSDP2 supports)."""
     base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
-    base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x; the older name warns there
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def update(
@@ -197,7 +200,8 @@ def update(
     regression = mira is not None and mira.objective == "mse" and ref is not None
     beta, kl_coef = (mira.beta, mira.kl_coef) if mira is not None else (0.0, 0.0)
     budget = cfg.rl.micro_batch_tokens
-    stats = {"loss": 0.0, "kept": 0.0, "weight": 0.0, "grad_norm": 0.0, "turns": 0.0, "tokens": 0.0, "micro": 0.0}
+    stats = {"loss": 0.0, "kept": 0.0, "weight": 0.0, "grad_norm": 0.0, "turns": 0.0, "tokens": 0.0}
+    stats |= {"micro": 0.0, "padding": 0.0}
     onpolicy: dict[str, float] = {}
     device = next(model.parameters()).device
     model.train()
@@ -267,6 +271,7 @@ def update(
                 loss = logprobs_of(model, [shortest]).sum() * 0.0
             loss.backward()
         stats["micro"] += steps
+        stats["padding"] += steps - len(parts)
         if j == 0:
             rho_geo = torch.cat(rho)  # (B,)
             onpolicy = {
@@ -283,7 +288,7 @@ def update(
         stats["tokens"] += tokens * live
     model.eval()
     if fsdp is not None:  # FSDP hook: the whole minibatches' statistics
-        stats = fsdp.reduce_stats(stats, ("loss", "kept", "weight", "turns", "tokens"))
+        stats = fsdp.reduce_stats(stats, ("loss", "kept", "weight", "turns", "tokens", "padding"))
     n = max(stats["turns"], 1.0)
     out = {
         "loss": stats["loss"],
@@ -291,6 +296,7 @@ def update(
         "turns": stats["turns"],
         "tokens": stats["tokens"],
         "micro_steps": stats["micro"],
+        "padding_micro_steps": stats["padding"],
         **onpolicy,
     }
     if not regression:
@@ -309,6 +315,7 @@ UPDATE_METRICS = {
     "turns": "train/turns",
     "tokens": "train/tokens",
     "micro_steps": "train/micro_steps",
+    "padding_micro_steps": "train/padding_micro_steps",
 }
 """The metric name of each statistic :func:`update` returns (the namespaces: ``milepost.tracking``)."""
 
@@ -412,13 +419,18 @@ def train_rl(
         write_run_config(run_dir, config_yaml, resume=resume)
         tracker = Tracker(cfg, run_dir, enabled=main)  # metrics.jsonl + logging.backends; checked before training
         ckpt = latest_checkpoint(run_dir) if resume else None
-        with fsdp.main_first() if fsdp is not None else contextlib.nullcontext():  # FSDP hook: rank 0 builds tiny:
+
+        def load() -> tuple[Any, Any]:
             if ckpt is not None:
-                model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
-            else:
-                model, tokenizer = load_policy(cfg, run_dir)
+                return load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
+            return load_policy(cfg, run_dir)
+
+        # FSDP hook: rank 0 alone loads (and builds tiny:); the others build the architecture on the meta device
+        model, tokenizer = load() if fsdp is None else fsdp.load(load)
         pad_id, eos_ids = special_ids(model, tokenizer)
-        if fsdp is not None:  # FSDP hook: shard the trained model; rank 0 keeps an unsharded copy to generate
+        if cfg.rl.activation_checkpointing:
+            enable_activation_checkpointing(model)
+        if fsdp is not None:  # FSDP hook: shard rank 0's weights; rank 0 keeps an unsharded copy for hf rollouts
             model = fsdp.shard(model)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
         mira = MiRA(cfg, model, pad_id, min(eos_ids)) if cfg.mira.enabled else None
@@ -460,6 +472,8 @@ def train_rl(
                 {"iteration": done, "levels": result["levels"], **({"final": True} if final else {})},
             )
             tracker.log_eval(done, result["levels"])
+        if fsdp is not None:  # FSDP hook: the other ranks wait on the gloo group, not in the next NCCL collective
+            fsdp.wait_for_main()
 
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
     policy: Any = BackendPolicy(source.backend, settings) if main else None  # FSDP: rank 0 alone generates
