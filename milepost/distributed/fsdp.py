@@ -100,13 +100,19 @@ class FSDP:
 
         box: list[Any] = [None]
         if self.is_main:
-            model, tokenizer = fn()
+            try:
+                model, tokenizer = fn()
+            except Exception as exc:  # the others would wait for the weights until the timeout: tell them
+                torch.distributed.broadcast_object_list([exc], src=0, group=self.objects)
+                raise
             self._full_state = dict(model.state_dict())
             generation = getattr(model, "generation_config", None)
             box = [(model.config, generation, tokenizer, next(model.parameters()).dtype)]
         torch.distributed.broadcast_object_list(box, src=0, group=self.objects)
         if self.is_main:
             return model, tokenizer
+        if isinstance(box[0], BaseException):
+            raise box[0]
         config, generation, tokenizer, dtype = box[0]
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config).to(dtype)
@@ -296,12 +302,8 @@ class FSDP:
         other ranks: a follower that joins the gathers and tracks the version."""
         from milepost.rollout import make_rollout_source
 
-        inner = None
-        if self.is_main:
-            generator = self.generator_model if self.keep_generator else self.gathered(model)
-            inner = make_rollout_source(cfg, generator, tokenizer, run_dir)
-        else:
-            self.gathered(model)  # rank 0's gather is a collective
+        generator = self.generator_model if self.keep_generator else self.gathered(model)  # a collective
+        inner = make_rollout_source(cfg, generator, tokenizer, run_dir) if self.is_main else None
         return ShardedSource(self, inner)
 
     def close(self) -> None:

@@ -182,3 +182,23 @@ def load_tensors(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(path)
+
+
+def test_rank_0_loads_once_and_keeps_a_generator_only_for_hf(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Issue 24, rank 0's memory: rank 0 alone reads the weights (rank 1 builds the architecture on the meta
+    device and receives its shard); the unsharded generator copy exists for the ``hf`` source alone; under
+    ``bf16`` the layers are gathered and computed in bf16 over float32 master shards; a checkpoint does not
+    push the weights into the generator (with ``rollout.sync_every`` 2 the version it serves stays 0 until
+    the sync)."""
+    out = tmp_path / "load"
+    _torchrun(str(STEP.with_name("fsdp_load.py")), str(tiny_model_dir), str(out))
+    ranks = [json.loads(Path(f"{out}.rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["loads"] for r in ranks] == [2, 0]  # two models loaded by rank 0, none by rank 1
+    assert [r["meta_before_shard"] for r in ranks] == [False, True]
+    assert all(r["logits_equal"] for r in ranks)  # every rank computes with the loaded weights
+    main = ranks[0]
+    assert main["weights_equal"] and main["generator"]
+    assert main["generator_unchanged_by_checkpoint"] and main["version_after_checkpoint"] == 0
+    assert main["generator_synced"] and main["version_after_sync"] == 1
+    assert not main["generator_for_vllm"]
+    assert all(r["bf16_compute_dtype"] == ["torch.bfloat16"] and r["master_dtype"] == ["torch.float32"] for r in ranks)
