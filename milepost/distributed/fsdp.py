@@ -161,7 +161,7 @@ class FSDP:
         device = self.mesh.device_type
         if not self.is_main:
             model.to_empty(device=device)
-        state = self._full_state if self.is_main else {}
+        state: Any = self._full_state if self.is_main else {}
         options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
         set_model_state_dict(model, state or {}, options=options)
         for _, buffer in sorted(model.named_buffers()):
