@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -119,15 +119,6 @@ class FSDP:
         if generation is not None:
             model.generation_config = generation
         return model.eval(), tokenizer
-
-    @contextlib.contextmanager
-    def main_first(self) -> Iterator[None]:
-        """Rank 0 runs the block first (it may build files, e.g. a ``tiny:`` model), then the others."""
-        if not self.is_main:
-            self.barrier()
-        yield
-        if self.is_main:
-            self.barrier()
 
     def shard(self, model: Any) -> Any:
         """Shard ``model`` in place (each decoder layer, then the root); rank 0 first keeps an unsharded copy
