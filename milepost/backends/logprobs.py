@@ -29,10 +29,11 @@ importance weights' clipping, as there.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 Scalar = float | int
 PerRow = Scalar | Sequence[Scalar] | torch.Tensor
@@ -161,6 +162,12 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+LOGITS_CHUNK_TOKENS = 512
+"""Positions (rows x columns) whose full-vocabulary logits exist at once while scoring: one float32 chunk of
+``LOGITS_CHUNK_TOKENS x V`` (311 MB at V = 151,936; a few such copies in its backward), recomputed in backward
+rather than kept."""
+
+
 MIN_SHARED_PREFIX = 16
 """Shortest prompt prefix shared by every row that is computed once for the batch (shorter ones: per row)."""
 
@@ -226,6 +233,7 @@ def sequence_logprobs(
     temperature: PerRow = 1.0,
     pad_id: int = 0,
     share_prefix: bool = True,
+    chunk_tokens: int = LOGITS_CHUNK_TOKENS,
 ) -> torch.Tensor:
     """Recompute per-token log-probs of given completions under ``model`` (the scoring distribution at the
     sampler's temperature, :func:`score_logprobs`; top-p / top-k do not enter it).
@@ -241,6 +249,10 @@ def sequence_logprobs(
         completion_ids: the generated ids per row (the behaviour tokens, EOS included if it was generated).
         temperature: the temperature the completions were drawn with, scalar or per row.
         pad_id: id placed in padding positions (never attended to).
+        share_prefix: run the prefix every row shares once.
+        chunk_tokens: positions whose full-vocabulary logits exist at once (:func:`chunked_token_logprobs`);
+            the model's output head runs on the completion positions a chunk at a time, so no ``(B, C, V)``
+            logits are materialised.
 
     Returns:
         ``(B, C)`` float32, ``C`` the longest completion; position j of row b is log pi(y_bj | x_b, y_b<j),
@@ -273,9 +285,108 @@ def sequence_logprobs(
         cache = DynamicCache(config=_base_model(model).config)
         prefill_shared(model, ids, mask, positions, shared, cache)
     # Column width_p - 1 (the last prompt token) predicts the first completion token, and so on.
-    logits = model_forward(model, ids[:, shared:], mask, positions[:, shared:], cache, logits_to_keep=width_c + 1)[
-        :, :-1
-    ]
-    logp = score_logprobs(logits, temperature)  # (B, C, V)
-    token_logp = logp.gather(-1, comp.unsqueeze(-1)).squeeze(-1)  # (B, C)
-    return token_logp.masked_fill(~comp_mask, 0.0)
+    head = _output_head(model)
+    if head is None:  # no separable output head: the full logits, scored a chunk of positions at a time
+        logits = model_forward(model, ids[:, shared:], mask, positions[:, shared:], cache, width_c + 1)[:, :-1]
+        token_logp = chunked_token_logprobs(logits, lambda x: x, comp, temperature, chunk_tokens)
+    else:
+        hidden = _head_inputs(model, head, ids[:, shared:], mask, positions[:, shared:], cache, width_c + 1)
+        token_logp = chunked_token_logprobs(hidden[:, -(width_c + 1) : -1], _head_fn(model, head), comp, temperature,
+                                            chunk_tokens)  # fmt: skip
+    return token_logp.masked_fill(~comp_mask, 0.0)  # (B, C)
+
+
+def chunked_token_logprobs(
+    hidden: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor],
+    tokens: torch.Tensor,
+    temperature: PerRow = 1.0,
+    chunk_tokens: int = LOGITS_CHUNK_TOKENS,
+) -> torch.Tensor:
+    """log softmax(head(hidden) / T) at ``tokens``, a chunk of columns at a time: the chosen token's tempered
+    logit minus the logsumexp of its row, equal to :func:`score_logprobs` followed by a gather.
+
+    Only one chunk's float32 logits ``(B, chunk_tokens // B, V)`` exist at a time: with gradients each chunk runs
+    under ``torch.utils.checkpoint``, which keeps its input and recomputes its logits in backward, so the
+    full ``(B, C, V)`` logits are never stored (the temperature, the float32 cast and the logsumexp are applied
+    per chunk).
+
+    Args:
+        hidden: ``(B, C, H)`` inputs of the output head (or ``(B, C, V)`` logits with ``head`` the identity).
+        head: maps ``(B, c, H)`` to ``(B, c, V)`` raw logits.
+        tokens: ``(B, C)`` the token whose log-prob each position scores.
+        temperature: scalar or one value per row; 0 scores the untempered distribution.
+        chunk_tokens: positions (rows x columns) per chunk.
+
+    Returns:
+        ``(B, C)`` float32 log-probs.
+    """
+    batch, width = tokens.shape
+    temp = _per_row(temperature, torch.Size([batch]), torch.float32, hidden.device)
+    temp = torch.where(temp <= 0, torch.ones_like(temp), temp).view(batch, 1, 1)
+
+    def score(h: torch.Tensor, tok: torch.Tensor) -> torch.Tensor:
+        logits = head(h).float() / temp  # (B, c, V)
+        return logits.gather(-1, tok.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (B, c)
+
+    step = max(1, chunk_tokens // max(batch, 1))
+    grad = torch.is_grad_enabled() and hidden.requires_grad
+    parts = []
+    for lo in range(0, width, step):
+        h, tok = hidden[:, lo : lo + step], tokens[:, lo : lo + step]
+        parts.append(checkpoint(score, h, tok, use_reentrant=False) if grad else score(h, tok))
+    return torch.cat(parts, dim=1) if parts else torch.zeros(batch, 0, device=hidden.device)
+
+
+def _output_head(model: Any) -> torch.nn.Module | None:
+    """The output projection of a transformers causal LM whose logits are ``lm_head(hidden)`` (softcapped at
+    most); None where the forward transforms them otherwise (those are scored from their full logits)."""
+    base = _base_model(model)
+    get_head = getattr(base, "get_output_embeddings", None)
+    head = get_head() if callable(get_head) else None
+    config = getattr(base, "config", None)
+    if not isinstance(head, torch.nn.Module) or any(
+        getattr(config, key, None) not in (None, 1, 1.0) for key in ("logit_scale", "logits_scaling")
+    ):
+        return None
+    return head
+
+
+def _head_fn(model: Any, head: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``head`` followed by the model's final-logit softcapping (Gemma 2 / 3), where it has one."""
+    cap = getattr(getattr(_base_model(model), "config", None), "final_logit_softcapping", None)
+    if not cap:
+        return head
+    return lambda h: torch.tanh(head(h) / cap) * cap
+
+
+def _head_inputs(
+    model: Any,
+    head: torch.nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    positions: torch.Tensor,
+    cache: Any,
+    logits_to_keep: int,
+) -> torch.Tensor:
+    """The output head's input ``(B, T', H)`` of one forward, with the head itself run on no position.
+
+    A pre-hook on the head takes its input and hands it an empty slice, so the model's own forward (and, under
+    FSDP2, the root module's all-gather around it) runs as always while no full-vocabulary logits are built.
+    The root FSDP2 module keeps its parameters (the head's among them) unsharded from its forward until its
+    backward (torch/distributed/fsdp/_fully_shard/_fsdp_state.py: ``post_forward_mesh_info = None`` for the
+    root; its post-backward runs in ``_root_post_backward_final_callback``), so the chunks may call the head
+    after the forward.
+    """
+    taken: list[torch.Tensor] = []
+
+    def take(_: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        taken.append(args[0])
+        return (args[0][:, :0], *args[1:])
+
+    handle = head.register_forward_pre_hook(take)
+    try:
+        model_forward(model, ids, mask, positions, cache, logits_to_keep=logits_to_keep)
+    finally:
+        handle.remove()
+    return taken[-1]

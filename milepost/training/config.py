@@ -66,6 +66,14 @@ class RLConfig:
     """learning rate (paper: 1e-6, constant)"""
     weight_decay: float = 0.0
     grad_clip: float = 1.0
+    micro_batch_tokens: int = 8192
+    """token budget of one forward / backward: each minibatch (each rank's share under FSDP) runs as
+    micro-batches of similar-length rows whose padded size, rows x (longest prompt + longest answer), stays
+    within it (a longer row runs alone), gradients accumulated into one optimizer step equal to the one-shot
+    step; 0 = the whole minibatch at once. Activation memory scales with this budget, not with the minibatch"""
+    activation_checkpointing: bool = False
+    """recompute each decoder layer's activations in backward (transformers' gradient checkpointing): about
+    one extra forward of compute; a micro-batch then keeps each layer's input, not everything inside it"""
     gamma: float = 0.995
     """discount of the trajectory return"""
     alpha: float = 0.2
@@ -105,6 +113,10 @@ class RLConfig:
             raise ValueError(f"rl.minibatches: must be in 1..episodes per iteration, got {self.minibatches}")
         if self.lr <= 0:
             raise ValueError(f"rl.lr: must be > 0, got {self.lr}")
+        if self.micro_batch_tokens < 0:
+            raise ValueError(
+                f"rl.micro_batch_tokens: must be >= 0 (0 = whole minibatches), got {self.micro_batch_tokens}"
+            )
         if not 0 <= self.gamma <= 1:
             raise ValueError(f"rl.gamma: must be in [0, 1], got {self.gamma}")
         if self.normalisation not in ("batch", "group", "none"):
@@ -352,10 +364,16 @@ class TrainConfig:
     """cpu | cuda (default: CUDA when present)"""
     checkpoint_every: int = 25
     """iterations (RL) or optimizer steps (SFT) between checkpoints"""
+    dist_timeout_minutes: float = 240.0
+    """torchrun with several processes: how long a collective waits before the run fails. The other ranks
+    wait while rank 0 alone plays the rollouts and the periodic evaluations (the paper's is 2,600 episodes),
+    which NCCL's 10-minute default does not cover"""
 
     def __post_init__(self) -> None:
         if self.threads < 1:
             raise ValueError(f"threads: must be >= 1, got {self.threads}")
+        if self.dist_timeout_minutes <= 0:
+            raise ValueError(f"dist_timeout_minutes: must be > 0, got {self.dist_timeout_minutes}")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every: must be >= 1, got {self.checkpoint_every}")
         if self.rl.reward == "subgoal":

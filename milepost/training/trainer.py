@@ -129,6 +129,41 @@ def _pad(rows: list[list[float]], width: int) -> torch.Tensor:
     return out
 
 
+def padded_tokens(batch: list[TurnSample]) -> int:
+    """Positions one forward over ``batch`` runs: rows x (longest prompt + longest answer)."""
+    if not batch:
+        return 0
+    return len(batch) * (max(len(s.prompt_ids) for s in batch) + max(len(s.completion_ids) for s in batch))
+
+
+def micro_batches(batch: list[TurnSample], budget: int) -> list[list[TurnSample]]:
+    """``batch`` as micro-batches of at most ``budget`` padded tokens (:func:`padded_tokens`; a row longer than
+    the budget runs alone); 0 or a batch within the budget: one micro-batch, in the batch's order.
+
+    Rows are taken longest first, so each micro-batch holds rows of similar length and padding to its longest
+    row costs little (length bucketing).
+    """
+    if budget <= 0 or padded_tokens(batch) <= budget:
+        return [batch] if batch else []
+    order = sorted(batch, key=lambda s: len(s.prompt_ids) + len(s.completion_ids), reverse=True)
+    out: list[list[TurnSample]] = [[]]
+    for sample in order:
+        if out[-1] and padded_tokens([*out[-1], sample]) > budget:
+            out.append([])
+        out[-1].append(sample)
+    return out
+
+
+def enable_activation_checkpointing(model: Any) -> None:
+    """Recompute each decoder layer in backward (``rl.activation_checkpointing``), with transformers'
+    ``gradient_checkpointing_enable`` in its non-reentrant form (torch.utils.checkpoint, which FSDP2 supports)."""
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x; the older name warns there
+        base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def update(
     model: Any,
     optimizer: torch.optim.Optimizer,
@@ -148,6 +183,13 @@ def update(
     any step of this iteration, so 1 unless sampler and trainer disagree) are reported by both. Under ``fsdp``
     each rank takes its share of every minibatch (``FSDP.split``) and the statistics are summed over ranks
     (``onpolicy_rho*`` stay this rank's).
+
+    Each minibatch (each rank's share) runs as micro-batches of at most ``rl.micro_batch_tokens`` padded tokens
+    (:func:`micro_batches`) whose gradients accumulate into the one optimizer step: a micro-batch's loss is
+    weighted by its share of the minibatch's rows (of its answer tokens for the KL term), so the accumulated
+    gradient is the whole minibatch's. Under FSDP every rank runs as many micro-steps as the rank with the most
+    (:meth:`FSDP.micro_steps`), the short ones padding with zero-weight steps: each forward and backward is a
+    collective.
     """
     order = list(range(len(samples)))
     rng.shuffle(order)
@@ -157,7 +199,9 @@ def update(
     mira = cfg.mira if cfg.mira.enabled else None
     regression = mira is not None and mira.objective == "mse" and ref is not None
     beta, kl_coef = (mira.beta, mira.kl_coef) if mira is not None else (0.0, 0.0)
+    budget = cfg.rl.micro_batch_tokens
     stats = {"loss": 0.0, "kept": 0.0, "weight": 0.0, "grad_norm": 0.0, "turns": 0.0, "tokens": 0.0}
+    stats |= {"micro": 0.0, "padding": 0.0}
     onpolicy: dict[str, float] = {}
     device = next(model.parameters()).device
     model.train()
@@ -177,58 +221,82 @@ def update(
             )
         return out.float()
 
+    def micro_loss(
+        batch: list[TurnSample], rows: int, tokens: int, rho: list[torch.Tensor], live: float
+    ) -> torch.Tensor:
+        """The micro-batch's part of the minibatch loss (of ``rows`` turns and ``tokens`` answer tokens)."""
+        logp = logprobs_of(model, batch)  # (b, C)
+        width = logp.shape[1]
+        lengths = torch.tensor([len(s.completion_ids) for s in batch])
+        mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(device)  # (b, C)
+        old = _pad([s.logprobs for s in batch], width).to(device)
+        adv = torch.tensor([s.advantage for s in batch], device=device)
+        rho.append(log_ratios(logp, old, mask)[1].exp())  # (b,)
+        ref_logp = None
+        if ref is not None:
+            with torch.no_grad():
+                ref_logp = logprobs_of(ref, batch)
+        # The losses are means over the micro-batch's rows (tokens for the KL): weighted by its share of the
+        # minibatch, the micro-batches' sum is the minibatch's mean.
+        if regression and ref_logp is not None:
+            loss = mse_policy_loss(logp, ref_logp, mask, adv, beta) * (len(batch) / rows)
+        else:
+            weights, kept = importance_weights(logp, old, mask, is_cfg)
+            loss = reinforce_loss(logp, mask, adv, weights) * (len(batch) / rows)
+            stats["kept"] += kept.float().sum().item() * live
+            stats["weight"] += weights.sum().item() * live
+        if kl_coef > 0 and ref_logp is not None:
+            loss = loss + kl_coef * kl_penalty(logp, ref_logp, mask) * (int(lengths.sum()) / max(tokens, 1))
+        return loss
+
     for j, chunk in enumerate(chunks):
         batch = [samples[i] for i in chunk]
         scale = 1.0
         if fsdp is not None:  # FSDP hook: this rank's share of the minibatch, its loss scaled to the whole's
             batch, scale = fsdp.split(batch)
         live = float(scale > 0)  # a rank left without turns runs one at scale 0 and counts none
-        logp = logprobs_of(model, batch)  # (B, C)
-        width = logp.shape[1]
-        lengths = torch.tensor([len(s.completion_ids) for s in batch])
-        mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).to(device)  # (B, C)
-        old = _pad([s.logprobs for s in batch], width).to(device)
-        adv = torch.tensor([s.advantage for s in batch], device=device)
+        parts = micro_batches(batch, budget)
+        steps = len(parts)
+        if fsdp is not None:  # FSDP hook: as many micro-steps as the busiest rank (each one is a collective)
+            steps = fsdp.micro_steps([samples[i] for i in chunk], lambda share: len(micro_batches(share, budget)))
+        tokens = sum(len(s.completion_ids) for s in batch)
+        rho: list[torch.Tensor] = []
+        optimizer.zero_grad(set_to_none=True)
+        for k in range(steps):
+            if k < len(parts):
+                loss = micro_loss(parts[k], len(batch), tokens, rho, live) * scale
+                stats["loss"] += loss.item() / m
+            else:  # zero-weight step: joins the collectives of the busier ranks' micro-steps
+                shortest = min(batch, key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
+                loss = logprobs_of(model, [shortest]).sum() * 0.0
+            loss.backward()
+        stats["micro"] += steps
+        stats["padding"] += steps - len(parts)
         if j == 0:
-            rho_geo = log_ratios(logp, old, mask)[1].exp()  # (B,)
+            rho_geo = torch.cat(rho)  # (B,)
             onpolicy = {
                 "onpolicy_rho": float(rho_geo.mean()),
                 "onpolicy_rho_min": float(rho_geo.min()),
                 "onpolicy_rho_max": float(rho_geo.max()),
             }
-        ref_logp = None
-        if ref is not None:
-            with torch.no_grad():
-                ref_logp = logprobs_of(ref, batch)
-        if regression and ref_logp is not None:
-            loss = mse_policy_loss(logp, ref_logp, mask, adv, beta)
-        else:
-            weights, kept = importance_weights(logp, old, mask, is_cfg)
-            loss = reinforce_loss(logp, mask, adv, weights)
-            stats["kept"] += kept.float().sum().item() * live
-            stats["weight"] += weights.sum().item() * live
-        if kl_coef > 0 and ref_logp is not None:
-            loss = loss + kl_coef * kl_penalty(logp, ref_logp, mask)
-        loss = loss * scale
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
         grad = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.rl.grad_clip)
         if hasattr(grad, "full_tensor"):  # FSDP: the total norm is a replicated DTensor
             grad = grad.full_tensor()
         optimizer.step()
-        stats["loss"] += loss.item() / m
         stats["grad_norm"] += float(grad) / m
         stats["turns"] += len(batch) * live
-        stats["tokens"] += int(lengths.sum()) * live
+        stats["tokens"] += tokens * live
     model.eval()
     if fsdp is not None:  # FSDP hook: the whole minibatches' statistics
-        stats = fsdp.reduce_stats(stats, ("loss", "kept", "weight", "turns", "tokens"))
+        stats = fsdp.reduce_stats(stats, ("loss", "kept", "weight", "turns", "tokens", "padding"))
     n = max(stats["turns"], 1.0)
     out = {
         "loss": stats["loss"],
         "grad_norm": stats["grad_norm"],
         "turns": stats["turns"],
         "tokens": stats["tokens"],
+        "micro_steps": stats["micro"],
+        "padding_micro_steps": stats["padding"],
         **onpolicy,
     }
     if not regression:
@@ -246,6 +314,8 @@ UPDATE_METRICS = {
     "grad_norm": "train/grad_norm",
     "turns": "train/turns",
     "tokens": "train/tokens",
+    "micro_steps": "train/micro_steps",
+    "padding_micro_steps": "train/padding_micro_steps",
 }
 """The metric name of each statistic :func:`update` returns (the namespaces: ``milepost.tracking``)."""
 
@@ -349,13 +419,18 @@ def train_rl(
         write_run_config(run_dir, config_yaml, resume=resume)
         tracker = Tracker(cfg, run_dir, enabled=main)  # metrics.jsonl + logging.backends; checked before training
         ckpt = latest_checkpoint(run_dir) if resume else None
-        with fsdp.main_first() if fsdp is not None else contextlib.nullcontext():  # FSDP hook: rank 0 builds tiny:
+
+        def load() -> tuple[Any, Any]:
             if ckpt is not None:
-                model, tokenizer = load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
-            else:
-                model, tokenizer = load_policy(cfg, run_dir)
+                return load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
+            return load_policy(cfg, run_dir)
+
+        # FSDP hook: rank 0 alone loads (and builds tiny:); the others build the architecture on the meta device
+        model, tokenizer = load() if fsdp is None else fsdp.load(load)
         pad_id, eos_ids = special_ids(model, tokenizer)
-        if fsdp is not None:  # FSDP hook: shard the trained model; rank 0 keeps an unsharded copy to generate
+        if cfg.rl.activation_checkpointing:
+            enable_activation_checkpointing(model)
+        if fsdp is not None:  # FSDP hook: shard rank 0's weights; rank 0 keeps an unsharded copy for hf rollouts
             model = fsdp.shard(model)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
         mira = MiRA(cfg, model, pad_id, min(eos_ids)) if cfg.mira.enabled else None
@@ -397,6 +472,8 @@ def train_rl(
                 {"iteration": done, "levels": result["levels"], **({"final": True} if final else {})},
             )
             tracker.log_eval(done, result["levels"])
+        if fsdp is not None:  # FSDP hook: the other ranks wait on the gloo group, not in the next NCCL collective
+            fsdp.wait_for_main()
 
     settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
     policy: Any = BackendPolicy(source.backend, settings) if main else None  # FSDP: rank 0 alone generates

@@ -1,4 +1,4 @@
-"""One paper-config RL iteration on a lent GPU: generation and FSDP2 updates of a random-init Qwen3 model.
+"""One paper-config RL iteration on a lent GPU: generation and the trainer's own update of a random-init Qwen3.
 
 For the day a GPU is lent: builds Qwen3-architecture models at 0.6B and 1.7B parameters from the config class
 (``transformers.Qwen3Config`` with the shapes of the published Qwen3-0.6B / Qwen3-1.7B ``config.json``; random
@@ -10,23 +10,29 @@ weights, nothing downloaded), in bf16, and runs the work of one iteration of ``c
   slight undercount);
 * generation: vLLM when it is installed and a GPU is present (prompt token ids in, ``ignore_eos`` so every row
   generates the full answer length), else ``model.generate``;
-* update: ``fully_shard`` on each decoder layer then the root (``milepost.distributed.fsdp``; world size 1
-  here, the same code torchrun runs), bf16 compute with fp32 master weights, the trainer's REINFORCE loss on
-  ``sequence_logprobs``, M minibatch steps of AdamW, micro-batches accumulated;
-* printed: tokens/s of generation and of the update, the update's share of the iteration, and MFU (6N per
-  trained token, 2N per generated token, attention left out) against the GPU's dense bf16 peak.
+* update: the trainer's own ``milepost.training.trainer.update`` (M minibatch steps of AdamW, micro-batches of
+  ``rl.micro_batch_tokens`` accumulated, the chunked log-probs, bf16 autocast on a GPU); under ``torchrun``
+  with several processes the model is sharded by ``milepost.distributed.fsdp`` as ``milepost train`` shards it;
+* printed: tokens/s of generation and of the update, the update's share of the iteration, and MFU against the
+  GPU's dense bf16 peak. The FLOPs count the output head (V x H) only on the tokens that run through it: the
+  answer tokens (the update's forward keeps the logits of those alone; generation's prefill runs the head on
+  one position per row); the decoder body runs on every token; 3x the forward for the update, attention left out.
 
 Measured turns are few (``--turns``); the full iteration's time is extrapolated by the config's turn count.
-It runs on CPU at a tiny size (``--sizes tiny --device cpu``; tested in the default suite) so that it works the
-first time it meets a GPU:
+Run it from the repository root as a module; it needs what ``pip install -e .[ml]`` installs (vLLM optional).
+``--tiny`` runs it at a tiny size on CPU in seconds (tested in the default suite), so that it works the first
+time it meets a GPU:
 
-    python scripts/device/paper_iteration.py --sizes 0.6b,1.7b --json out.json
+    python -m scripts.device.paper_iteration --sizes 0.6b,1.7b --json out.json
+    torchrun --nproc_per_node 8 -m scripts.device.paper_iteration --sizes 1.7b
+    python -m scripts.device.paper_iteration --tiny
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -179,51 +185,69 @@ def generate(model: Any, rows: list[list[int]], new_tokens: int, device: torch.d
     return time.perf_counter() - start
 
 
-def fsdp_updates(
-    model: Any, rows: list[list[int]], answers: list[list[int]], minibatches: int, micro: int, device: torch.device
-) -> float:
-    """Seconds for M AdamW steps over the rows (FSDP2, bf16 compute, fp32 master weights)."""
-    import torch.distributed as dist
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+def head_parameters(model: Any) -> int:
+    """Parameters of the output head's matrix (V x H; counted once with tied embeddings)."""
+    head = model.get_output_embeddings()
+    return int(head.weight.numel())
 
-    from milepost.backends.logprobs import sequence_logprobs
-    from milepost.distributed.fsdp import decoder_layers
-    from milepost.training.losses import reinforce_loss
 
-    if not dist.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(29400 + os.getpid() % 1000))
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
-    model = model.float()
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for layer in decoder_layers(model):
-        fully_shard(layer, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    model.train()
-    chunks = [list(range(len(rows)))[i::minibatches] for i in range(minibatches)]
+def update_flops(params: int, head: int, prompt: int, answer: int, rows: int) -> float:
+    """Forward + backward FLOPs of the update: the body (all but the embedding / head matrix) on every token,
+    the head on the answer tokens only (the trainer keeps the logits of those alone)."""
+    body = params - head
+    return 6.0 * rows * (body * (prompt + answer) + head * answer)
+
+
+def generate_flops(params: int, head: int, prompt: int, answer: int, rows: int) -> float:
+    """Forward FLOPs of generation: the body on the prompt and every generated token, the head on each
+    generated token (the prefill's last position produces the first)."""
+    body = params - head
+    return 2.0 * rows * (body * (prompt + answer) + head * answer)
+
+
+def trainer_updates(
+    model: Any, rows: list[list[int]], answers: list[list[int]], work: Workload, args: argparse.Namespace
+) -> tuple[float, dict[str, float]]:
+    """Seconds for the M minibatch steps of the trainer's own ``update`` over the rows, and its statistics."""
+    import random
+
+    from milepost.distributed.fsdp import setup
+    from milepost.training.config import RLConfig, TrainConfig
+    from milepost.training.trainer import TurnSample, update
+
+    device = next(model.parameters()).device
+    rl = RLConfig(
+        minibatches=work.minibatches,
+        lr=1e-6,
+        is_mask=False,  # random weights: behaviour log-probs are a stand-in, no turn is masked out
+        micro_batch_tokens=args.micro_batch_tokens,
+        activation_checkpointing=args.activation_checkpointing,
+    )
+    cfg = TrainConfig(name="paper-iteration", data="unused", rl=rl, bf16=device.type == "cuda", device=device.type)
+    model = model.float()  # float32 master weights; bf16 compute by autocast (or FSDP's mixed precision)
+    if cfg.rl.activation_checkpointing:
+        from milepost.training.trainer import enable_activation_checkpointing
+
+        enable_activation_checkpointing(model)
+    fsdp = setup(cfg)  # None at one process; under torchrun the shards milepost train uses
+    if fsdp is not None:
+        model = fsdp.shard(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr)
+    gen = random.Random(0)
+    vocab = model.config.vocab_size
+    samples = [TurnSample(r, a, [-math.log(vocab)] * len(a), gen.gauss(0.0, 1.0)) for r, a in zip(rows, answers)]
     _sync(device)
     start = time.perf_counter()
-    for chunk in chunks:
-        optimizer.zero_grad(set_to_none=True)
-        for lo in range(0, len(chunk), micro):
-            part = chunk[lo : lo + micro]
-            prompts, completions = [rows[i] for i in part], [answers[i] for i in part]
-            logp = sequence_logprobs(model, prompts, completions, 0.8, share_prefix=False)  # (b, C)
-            mask = torch.ones_like(logp, dtype=torch.bool)
-            ones = torch.ones(len(part), device=logp.device)
-            loss = reinforce_loss(logp.float(), mask, ones, ones) * len(part) / len(chunk)
-            loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+    stats = update(model, optimizer, samples, cfg, 0, random.Random(1), fsdp=fsdp)
     _sync(device)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, stats
 
 
 def run_size(size: str, work: Workload, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
     torch.manual_seed(0)
     model = build_model(size, device, torch.bfloat16)
     params = sum(p.numel() for p in model.parameters())
+    head = head_parameters(model)
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
     rows_per_turn = args.episodes or work.episodes
@@ -234,20 +258,27 @@ def run_size(size: str, work: Workload, args: argparse.Namespace, device: torch.
     engine = "hf" if engine == "auto" else engine
     gen_s = sum(generate(model, rows, answer, device, engine) for _ in range(args.turns))
     answers = [torch.randint(3, vocab, (answer,), generator=gen).tolist() for _ in range(rows_per_turn * args.turns)]
-    upd_s = fsdp_updates(model, rows * args.turns, answers, work.minibatches, args.micro, device)
-    generated = rows_per_turn * args.turns * answer
-    trained = rows_per_turn * args.turns * (prompt + answer)
+    upd_s, stats = trainer_updates(model, rows * args.turns, answers, work, args)
+    n_rows = rows_per_turn * args.turns
+    generated = n_rows * answer
+    trained = n_rows * (prompt + answer)
+    # Under torchrun every rank generates its own rows (time per GPU) and trains its share of the whole (the
+    # update's FLOPs are spread over all of them).
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     peak = peak_tflops(device, args.peak_tflops)
     scale = work.turns / args.turns
     out = {
         "size": size,
         "parameters": params,
+        "head_parameters": head,
         "engine": engine,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "rows_per_turn": rows_per_turn,
         "prompt_tokens": prompt,
         "answer_tokens": answer,
         "turns_measured": args.turns,
+        "micro_batch_tokens": args.micro_batch_tokens,
+        "micro_steps": stats["micro_steps"],
         "generate_s": gen_s,
         "update_s": upd_s,
         "generate_tokens_per_s": generated / gen_s,
@@ -255,8 +286,10 @@ def run_size(size: str, work: Workload, args: argparse.Namespace, device: torch.
         "update_share": upd_s / (gen_s + upd_s),
         "iteration_s_extrapolated": (gen_s + upd_s) * scale,
         "peak_tflops": peak,
-        "mfu_generate": 2 * params * generated / gen_s / (peak * 1e12) if peak else None,
-        "mfu_update": 6 * params * trained / upd_s / (peak * 1e12) if peak else None,
+        "mfu_generate": generate_flops(params, head, prompt, answer, n_rows) / gen_s / (peak * 1e12) if peak else None,
+        "mfu_update": update_flops(params, head, prompt, answer, n_rows) / upd_s / (peak * 1e12 * world)
+        if peak
+        else None,
     }
     del model
     if device.type == "cuda":
@@ -282,16 +315,24 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--episodes", type=int, default=0, help="rows per turn (default: the config's batch)")
     p.add_argument("--prompt-tokens", type=int, default=0, help="default: measured from the config's episode")
     p.add_argument("--new-tokens", type=int, default=0, help="default: measured from the config's episode")
-    p.add_argument("--micro", type=int, default=8, help="rows per forward / backward in the update")
+    p.add_argument("--micro-batch-tokens", type=int, default=8192, help="rl.micro_batch_tokens of the update")
+    p.add_argument("--activation-checkpointing", action="store_true", help="rl.activation_checkpointing")
+    p.add_argument("--tiny", action="store_true", help="a tiny model on CPU in seconds (what CI runs)")
     p.add_argument("--peak-tflops", type=float, default=None, help="bf16 peak (default: from the GPU's name)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
+    if args.tiny:  # every path of a GPU run, micro-batches included, at a size a CPU runs in seconds
+        args.sizes, args.device, args.engine, args.turns = "tiny", "cpu", "hf", 1
+        args.episodes, args.prompt_tokens, args.new_tokens = args.episodes or 3, args.prompt_tokens or 24, 4
+        args.micro_batch_tokens, args.peak_tflops = 30, args.peak_tflops or 1.0
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     work = paper_workload(Path(args.config))
     print(f"workload: {json.dumps(asdict(work))}")
     results = [run_size(size.strip(), work, args, device) for size in args.sizes.split(",")]
+    if os.environ.get("RANK", "0") != "0":
+        return results
     head = "| size | params | engine | gen tok/s | update tok/s | update share | iteration | MFU gen | MFU upd |"
     print(head + "\n|" + " --- |" * 9)
     for r in results:

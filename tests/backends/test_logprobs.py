@@ -111,3 +111,63 @@ def test_shared_prefix_length_leaves_each_row_a_token() -> None:
     assert shared_prefix_length([list(range(40))]) == 0  # one row: nothing to share
     assert shared_prefix_length([list(range(40)), [*range(10), 99, *range(30)]]) == 0  # under the minimum
     assert shared_prefix_length([list(range(40)), [*range(20), 99]]) == 20
+
+
+def _full_logits_logprobs(model: Any, prompts: list, completions: list, temperature: Any) -> torch.Tensor:
+    """The reference: every position's full float32 logits, tempered, log-softmaxed, gathered (one row at a
+    time, no padding)."""
+    rows = []
+    width = max(len(c) for c in completions)
+    for p, c in zip(prompts, completions):
+        t = temperature[len(rows)] if isinstance(temperature, list) else temperature
+        ids = torch.tensor([p + c])
+        logits = model(input_ids=ids).logits[0, len(p) - 1 : -1].float()  # (len(c), V)
+        logp = torch.log_softmax(logits / (t if t > 0 else 1.0), -1).gather(-1, torch.tensor(c).unsqueeze(-1))[:, 0]
+        rows.append(torch.nn.functional.pad(logp, (0, width - len(c))))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 4096])
+def test_chunked_scoring_equals_the_full_logits(tiny_model_dir: Path, chunk: int) -> None:
+    """The output head run a chunk of positions at a time (each chunk recomputed in backward) gives the full
+    logits' log-probs and gradients: 1e-5 on both (float32 rounding of the sums)."""
+    from milepost.backends.hf import load_model
+
+    model, _ = load_model(tiny_model_dir, torch.device("cpu"), torch.float32)
+    model.train()
+    gen = torch.Generator().manual_seed(3)
+    vocab = model.config.vocab_size
+    prompts = [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in (5, 9, 3)]
+    completions = [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in (7, 2, 11)]
+    temps = [0.8, 0.0, 1.3]
+    out = {}
+    for name in ("chunked", "full"):
+        model.zero_grad()
+        if name == "chunked":
+            logp = sequence_logprobs(model, prompts, completions, temps, share_prefix=False, chunk_tokens=chunk)
+        else:
+            logp = _full_logits_logprobs(model, prompts, completions, temps)
+        (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+        out[name] = (logp.detach(), _grads(model))
+    torch.testing.assert_close(out["chunked"][0], out["full"][0], atol=1e-5, rtol=1e-5)
+    assert len(out["chunked"][1]) == len(out["full"][1]) > 0
+    for a, b in zip(out["chunked"][1], out["full"][1], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_scoring_never_holds_the_whole_logits(tiny_model_dir: Path) -> None:
+    """No tensor of the full (B, C, V) logits' size is created: the output head sees at most a chunk."""
+    from milepost.backends.hf import load_model
+
+    model, _ = load_model(tiny_model_dir, torch.device("cpu"), torch.float32)
+    model.train()
+    vocab = model.config.vocab_size
+    rows, width, chunk = 4, 40, 32
+    seen: list[tuple[int, ...]] = []
+    model.get_output_embeddings().register_forward_hook(lambda m, a, out: seen.append(tuple(out.shape)))
+    prompts = [[5, 6, 7]] * rows
+    completions = [[(i + j) % (vocab - 3) + 3 for j in range(width)] for i in range(rows)]
+    logp = sequence_logprobs(model, prompts, completions, 0.8, share_prefix=False, chunk_tokens=chunk)
+    logp.sum().backward()
+    assert logp.shape == (rows, width)
+    assert seen and max(s[0] * s[1] for s in seen) <= chunk  # forward and backward recomputation alike

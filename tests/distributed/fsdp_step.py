@@ -1,12 +1,17 @@
 """One ``update`` (two minibatches) of a tiny model on a fixed batch of turns, in one process or, under
-``torchrun``, with FSDP2 over the processes; writes the loss and the updated parameters to ``OUT`` (rank 0).
+``torchrun``, with FSDP2 over the processes; writes the loss and the updated parameters to ``OUT`` (rank 0) and
+each rank's micro-step and forward counts to ``OUT.rankR.json``.
 
-    python tests/distributed/fsdp_step.py MODEL_DIR OUT
-    torchrun --standalone --nproc_per_node 2 tests/distributed/fsdp_step.py MODEL_DIR OUT
+    python tests/distributed/fsdp_step.py MODEL_DIR OUT [MICRO_BATCH_TOKENS [OPTIMIZER]]
+    torchrun --standalone --nproc_per_node 2 tests/distributed/fsdp_step.py MODEL_DIR OUT [MICRO_BATCH_TOKENS ...]
+
+``MICRO_BATCH_TOKENS`` is ``rl.micro_batch_tokens`` (default: the config's; 1 runs every row alone);
+``OPTIMIZER`` is adamw (the trainer's, default) or sgd (lr 0.1: a parameter's change is its gradient's).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 
@@ -21,9 +26,14 @@ from milepost.training.trainer import TurnSample, update
 TURNS = 7  # odd, so the two minibatches (4 + 3 turns) split unevenly over two ranks
 
 
-def main(model_dir: str, out: str) -> None:
+def main(model_dir: str, out: str, micro: int | None = None, optimizer_name: str = "adamw") -> None:
     torch.set_num_threads(1)
-    cfg = TrainConfig(name="step", model=model_dir, data="unused", rl=RLConfig(minibatches=2, lr=1e-3), device="cpu")
+    rl = (
+        RLConfig(minibatches=2, lr=1e-3)
+        if micro is None
+        else RLConfig(minibatches=2, lr=1e-3, micro_batch_tokens=micro)
+    )
+    cfg = TrainConfig(name="step", model=model_dir, data="unused", rl=rl, device="cpu")
     model, _ = load_model(model_dir, torch.device("cpu"), torch.float32)
     vocab = model.config.vocab_size
     gen = torch.Generator().manual_seed(0)
@@ -43,8 +53,15 @@ def main(model_dir: str, out: str) -> None:
     fsdp = setup(cfg)
     if fsdp is not None:
         model = fsdp.shard(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+    forwards = [0]
+    model.register_forward_pre_hook(lambda *_: forwards.__setitem__(0, forwards[0] + 1))
+    optimizer: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=0.0)
+    if optimizer_name == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     stats = update(model, optimizer, samples, cfg, 0, random.Random(1), fsdp=fsdp)
+    rank = fsdp.rank if fsdp is not None else 0
+    with open(f"{out}.rank{rank}.json", "w") as f:
+        json.dump({"micro_steps": stats["micro_steps"], "forwards": forwards[0]}, f)
     state = fsdp.full_state_dict(model) if fsdp is not None else model.state_dict()
     if fsdp is None or fsdp.is_main:
         torch.save({"stats": stats, "state": {k: v.detach().clone() for k, v in state.items()}}, out)
@@ -53,4 +70,4 @@ def main(model_dir: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None, *sys.argv[4:5])

@@ -31,36 +31,82 @@ from milepost.training.config import AgentConfig, EvalConfig, RLConfig, TrainCon
 
 pytestmark = pytest.mark.distributed
 STEP = Path(__file__).with_name("fsdp_step.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def _torchrun(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def _env() -> dict[str, str]:
+    """The subprocesses import this checkout's milepost (a script's own folder comes first on its path)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def _torchrun(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = _env()
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if check:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
 
-def test_one_fsdp_step_equals_the_single_process_step(tiny_model_dir: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("WORLD_SIZE", None)
+def _one_and_two(model_dir: Path, tmp_path: Path, *args: str) -> tuple[dict, dict, Path]:
+    """One process, each minibatch in one forward (budget 0), and two ranks with ``args``."""
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
-    subprocess.run([sys.executable, str(STEP), str(tiny_model_dir), str(one)], check=True, env=env, timeout=600)
-    _torchrun(str(STEP), str(tiny_model_dir), str(two))
-    a, b = torch.load(one), torch.load(two)
+    single = [sys.executable, str(STEP), str(model_dir), str(one), "0", *args[1:]]
+    subprocess.run(single, check=True, env=_env(), timeout=600)
+    _torchrun(str(STEP), str(model_dir), str(two), *args)
+    return torch.load(one), torch.load(two), two
+
+
+def _moved(model_dir: Path, state: dict[str, torch.Tensor]) -> float:
+    initial = load_initial(model_dir)
+    return max((state[k] - initial[k]).abs().max().item() for k in initial)
+
+
+def test_one_fsdp_step_equals_the_single_process_step(tiny_model_dir: Path, tmp_path: Path) -> None:
+    a, b, two = _one_and_two(tiny_model_dir, tmp_path)  # two ranks at the default budget: one micro-step each
     assert b["stats"]["turns"] == a["stats"]["turns"] == 7 and b["stats"]["tokens"] == a["stats"]["tokens"]
     assert b["stats"]["loss"] == pytest.approx(a["stats"]["loss"], rel=1e-5)
     assert b["stats"]["grad_norm"] == pytest.approx(a["stats"]["grad_norm"], rel=1e-5)
     assert b["stats"]["masked_frac"] == a["stats"]["masked_frac"]
     assert a["state"].keys() == b["state"].keys()
-    initial = load_initial(tiny_model_dir)
-    moved = max((a["state"][k] - initial[k]).abs().max().item() for k in initial)
-    assert moved > 1e-3  # the step moved the weights: the comparison below is not vacuous
+    assert _moved(tiny_model_dir, a["state"]) > 1e-3  # the step moved the weights: the comparison is not vacuous
     close = sum(int(((a["state"][k] - b["state"][k]).abs() <= 1e-6).sum()) for k in a["state"])
     total = sum(v.numel() for v in a["state"].values())
     assert close >= 0.999 * total
     for key, value in a["state"].items():
         torch.testing.assert_close(b["state"][key], value, rtol=0, atol=5e-5)
+    assert [json.loads(Path(f"{two}.rank{r}.json").read_text())["micro_steps"] for r in (0, 1)] == [2, 2]
+
+
+def test_ranks_with_different_micro_step_counts_take_the_one_shot_step(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Budget 1: every row is a micro-batch of its own, so the 3-turn minibatch gives rank 0 two micro-steps and
+    rank 1 one, which pads with a zero-weight step (without it the collectives would wait for ever). SGD, so
+    the parameters' agreement is the gradients': 1e-6 absolute on every element (a move of ~1e-2)."""
+    a, b, two = _one_and_two(tiny_model_dir, tmp_path, "1", "sgd")
+    assert b["stats"]["turns"] == a["stats"]["turns"] == 7
+    assert b["stats"]["loss"] == pytest.approx(a["stats"]["loss"], rel=1e-5)
+    assert _moved(tiny_model_dir, a["state"]) > 1e-3
+    for key, value in a["state"].items():
+        torch.testing.assert_close(b["state"][key], value, rtol=0, atol=1e-6)
+    ranks = [json.loads(Path(f"{two}.rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0] == ranks[1]  # the same micro-steps and forwards on every rank
+    assert ranks[0]["micro_steps"] == ranks[0]["forwards"] == 4  # max(2, 2) + max(2, 1)
+    assert b["stats"]["padding_micro_steps"] == 1  # summed over ranks: rank 1's one zero-weight step
+
+
+def test_ranks_wait_for_rank_0_up_to_the_configured_timeout(tmp_path: Path) -> None:
+    """Rank 1 waits on the gloo group while rank 0 works alone for 8 s: within a 1-minute timeout the episodes
+    arrive; with a 2-second one the wait fails instead of hanging."""
+    wait = str(STEP.with_name("fsdp_wait.py"))
+    ok = _torchrun(wait, "1", "8")
+    assert "rank 1 received 3" in ok.stdout
+    short = _torchrun(wait, "0.033", "8", check=False)
+    assert short.returncode != 0
+    assert "rank 1 received" not in short.stdout
+    assert "timed out" in (short.stdout + short.stderr).lower() or "timeout" in (short.stdout + short.stderr).lower()
 
 
 def load_initial(model_dir: Path) -> dict[str, torch.Tensor]:
@@ -136,3 +182,23 @@ def load_tensors(path: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(path)
+
+
+def test_rank_0_loads_once_and_keeps_a_generator_only_for_hf(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Issue 24, rank 0's memory: rank 0 alone reads the weights (rank 1 builds the architecture on the meta
+    device and receives its shard); the unsharded generator copy exists for the ``hf`` source alone; under
+    ``bf16`` the layers are gathered and computed in bf16 over float32 master shards; a checkpoint does not
+    push the weights into the generator (with ``rollout.sync_every`` 2 the version it serves stays 0 until
+    the sync)."""
+    out = tmp_path / "load"
+    _torchrun(str(STEP.with_name("fsdp_load.py")), str(tiny_model_dir), str(out))
+    ranks = [json.loads(Path(f"{out}.rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["loads"] for r in ranks] == [2, 0]  # two models loaded by rank 0, none by rank 1
+    assert [r["meta_before_shard"] for r in ranks] == [False, True]
+    assert all(r["logits_equal"] for r in ranks)  # every rank computes with the loaded weights
+    main = ranks[0]
+    assert main["weights_equal"] and main["generator"]
+    assert main["generator_unchanged_by_checkpoint"] and main["version_after_checkpoint"] == 0
+    assert main["generator_synced"] and main["version_after_sync"] == 1
+    assert not main["generator_for_vllm"]
+    assert all(r["bf16_compute_dtype"] == ["torch.bfloat16"] and r["master_dtype"] == ["torch.float32"] for r in ranks)
