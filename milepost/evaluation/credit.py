@@ -436,7 +436,7 @@ def audit(
     return {
         "where": where,
         "episodes": len(episodes),
-        "turns": int(len(deltas)),
+        "turns": len(deltas),
         "tasks": len({ep.task_id for ep in episodes}),
         "success_rate": float(np.mean([ep.success for ep in episodes])),
         "turn_kinds": {

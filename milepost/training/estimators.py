@@ -157,11 +157,11 @@ def gigpo_advantages(
             key = turn.state_key or f"#{i}:{t}"
             anchors[(ep.task_id, key)].append((i, t))
     step_adv = [[0.0] * len(ep.turns) for ep in episodes]
-    for members in anchors.values():
-        if len(members) < 2:
+    for turns in anchors.values():
+        if len(turns) < 2:
             continue
-        centred = _centre([returns[i][t] for i, t in members], scale, eps)
-        for (i, t), a in zip(members, centred):
+        centred = _centre([returns[i][t] for i, t in turns], scale, eps)
+        for (i, t), a in zip(turns, centred):
             step_adv[i][t] = a
     return [
         torch.tensor([episode_adv[i] + omega * s for s in step_adv[i]], dtype=torch.float32)
