@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     a.add_argument("--boot", type=int, default=200, help="bootstrap resamples over tasks (default 200; 0: none)")
     a.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
-    a.add_argument("--critic-epochs", type=float, default=8.0, help="passes over a fold when training critics")
+    a.add_argument("--critic-epochs", type=float, default=4.0, help="passes over a fold when training critics")
     a.add_argument("--seed", type=int, default=0)
     play = a.add_argument_group("play the episodes first (instead of RUN)")
     play.add_argument(
