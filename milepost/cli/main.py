@@ -26,10 +26,25 @@ log = logging.getLogger("milepost.cli")
 
 def _subcommands() -> list[ModuleType]:
     # Imported lazily so `milepost --help` stays fast and a subcommand's heavy imports load only when used.
-    from milepost.cli import compare, data, demo, eval, export, horizon, plan, play, serve, shop, show, tiny, train
+    from milepost.cli import (
+        compare,
+        credit,
+        data,
+        demo,
+        eval,
+        export,
+        horizon,
+        plan,
+        play,
+        serve,
+        shop,
+        show,
+        tiny,
+        train,
+    )
     from milepost.cli import memory as memory_cli
 
-    return [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export, memory_cli]
+    return [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export, credit, memory_cli]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,7 +101,7 @@ def _quiet_libraries() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command in {"eval", "sft", "train", "demo", "serve", "tiny", "horizon"}:
+    if args.command in {"eval", "sft", "train", "demo", "serve", "tiny", "horizon", "credit"}:
         _quiet_libraries()
     try:
         configure_logging(args.log_level)
