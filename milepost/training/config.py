@@ -52,6 +52,9 @@ class Phase:
             raise ValueError(f"curriculum phase {self.levels}: iterations must be >= 1")
 
 
+ESTIMATORS = ("paper", "gigpo", "distance")
+
+
 @dataclass
 class RLConfig:
     iterations: int = 100
@@ -74,6 +77,14 @@ class RLConfig:
     activation_checkpointing: bool = False
     """recompute each decoder layer's activations in backward (transformers' gradient checkpointing): about
     one extra forward of compute; a micro-batch then keeps each layer's input, not everything inside it"""
+    estimator: str = "paper"
+    """per-turn advantage: paper (batch-normalised trajectory + alpha * step advantages), gigpo (episode group +
+    anchor-state step groups, Feng et al. 2025), distance (the solver's exact distance removed per turn,
+    normalised: an oracle upper bound, not a learner's estimate); ``milepost credit audit`` scores them"""
+    gigpo_gamma: float = 0.95
+    """gigpo: discount of the step-level returns (verl-agent's default)"""
+    gigpo_omega: float = 1.0
+    """gigpo: weight of the step-level advantage"""
     gamma: float = 0.995
     """discount of the trajectory return"""
     alpha: float = 0.2
@@ -119,6 +130,10 @@ class RLConfig:
             )
         if not 0 <= self.gamma <= 1:
             raise ValueError(f"rl.gamma: must be in [0, 1], got {self.gamma}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"rl.estimator: {self.estimator!r} is not one of {', '.join(ESTIMATORS)}")
+        if not 0 <= self.gigpo_gamma <= 1:
+            raise ValueError(f"rl.gigpo_gamma: must be in [0, 1], got {self.gigpo_gamma}")
         if self.normalisation not in ("batch", "group", "none"):
             raise ValueError(f"rl.normalisation: {self.normalisation!r} is not one of batch, group, none")
         if not 0 < self.is_low <= 1 <= self.is_high or self.is_cap <= 0:
@@ -383,6 +398,15 @@ class TrainConfig:
                 raise ValueError("rl.subgoal_decomposition: rl.reward subgoal already ends segments at the targets")
             if self.mira.enabled:
                 raise ValueError("mira.enabled: MiRA's advantages ignore the segment ends rl.reward subgoal needs")
+        if self.mira.enabled and self.rl.estimator != "paper":
+            raise ValueError(
+                f"mira.enabled: MiRA computes its own advantages; rl.estimator {self.rl.estimator!r} needs it off"
+            )
+        if self.rl.estimator != "paper" and (self.rl.subgoal_decomposition or self.rl.reward != "outcome"):
+            raise ValueError(
+                f"rl.estimator {self.rl.estimator}: uses the outcome (gigpo) or the goal distance (distance); "
+                "rl.reward and rl.subgoal_decomposition apply to the paper estimator only"
+            )
         if self.mira.enabled and self.rl.subgoal_decomposition:
             raise ValueError(
                 "mira.enabled: MiRA's advantages replace subgoal-segmented returns; set rl.subgoal_decomposition false"

@@ -43,6 +43,7 @@ from milepost.training.checkpoint import (
 )
 from milepost.training.config import Phase, TrainConfig
 from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum
+from milepost.training.estimators import distance_advantages, gigpo_advantages
 from milepost.training.losses import (
     ISConfig,
     importance_weights,
@@ -91,7 +92,14 @@ def episode_rewards(ep: Episode, cfg: TrainConfig) -> tuple[torch.Tensor, torch.
 
 
 def batch_advantages(episodes: list[Episode], cfg: TrainConfig) -> list[torch.Tensor]:
-    """The paper's per-turn advantages A_t of every episode (returns.advantages over ``rl``'s settings)."""
+    """Per-turn advantages A_t of every episode by ``rl.estimator`` (``training.estimators``), the paper's by
+    default (returns.advantages over ``rl``'s settings)."""
+    rl = cfg.rl
+    if rl.estimator == "gigpo":
+        outcomes = [float(ep.success) for ep in episodes]
+        return gigpo_advantages(episodes, outcomes, gamma=rl.gigpo_gamma, omega=rl.gigpo_omega)
+    if rl.estimator == "distance":
+        return distance_advantages(episodes, rl.normalisation)
     rewards = [episode_rewards(ep, cfg) for ep in episodes]
     task_ids = sorted({ep.task_id for ep in episodes})
     groups = [task_ids.index(ep.task_id) for ep in episodes]

@@ -112,3 +112,36 @@ def test_random_advantages_are_seeded_and_centred() -> None:
     b = torch.cat(random_advantages(eps, seed=3))
     assert torch.equal(a, b)
     assert abs(float(a.mean())) < 0.15 and 0.85 < float(a.std()) < 1.15
+
+
+def test_trainer_uses_the_configured_estimator() -> None:
+    from dataclasses import replace
+
+    from milepost.training.config import TrainConfig
+    from milepost.training.trainer import batch_advantages
+
+    eps = [
+        episode("t", 0, 2, [(1, "S"), (0, "M")], True),
+        episode("t", 1, 2, [(1, "S"), (2, "M"), (None, "X")], False),
+        episode("u", 0, 1, [(1, "A")], False),
+    ]
+    base = TrainConfig()
+    paper = torch.cat(batch_advantages(eps, base))
+    gig_cfg = replace(base, rl=replace(base.rl, estimator="gigpo", gigpo_gamma=0.5, gigpo_omega=2.0))
+    gig = torch.cat(batch_advantages(eps, gig_cfg))
+    expected = torch.cat(gigpo_advantages(eps, [1.0, 0.0, 0.0], gamma=0.5, omega=2.0))
+    assert torch.equal(gig, expected)
+    dist = torch.cat(batch_advantages(eps, replace(base, rl=replace(base.rl, estimator="distance"))))
+    assert torch.equal(dist, torch.cat(distance_advantages(eps)))
+    assert not torch.allclose(paper, dist) and not torch.allclose(paper, gig)
+
+
+def test_estimator_settings_are_checked() -> None:
+    from milepost.training.config import RLConfig, TrainConfig
+
+    with pytest.raises(ValueError, match="rl.estimator: 'ppo' is not one of paper, gigpo, distance"):
+        RLConfig(estimator="ppo")
+    with pytest.raises(ValueError, match="rl.gigpo_gamma"):
+        RLConfig(estimator="gigpo", gigpo_gamma=2.0)
+    with pytest.raises(ValueError, match="apply to the paper estimator only"):
+        TrainConfig(rl=RLConfig(estimator="distance", subgoal_decomposition=True))
