@@ -606,7 +606,10 @@ def workload_from_config(
     if activation_checkpointing is None:
         activation_checkpointing = bool(getattr(cfg.rl, "activation_checkpointing", False))
     if logits_chunk_tokens is None:
-        logits_chunk_tokens = getattr(cfg.rl, "logits_chunk_tokens", None) or None
+        # The update scores the output head a chunk of positions at a time (backends.logprobs).
+        from milepost.backends.logprobs import LOGITS_CHUNK_TOKENS
+
+        logits_chunk_tokens = getattr(cfg.rl, "logits_chunk_tokens", None) or LOGITS_CHUNK_TOKENS
     return Workload(
         rows=math.ceil(per_minibatch / gpus),
         prompt_tokens=prompt_tokens,

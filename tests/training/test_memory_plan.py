@@ -216,7 +216,7 @@ def test_cli_prints_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     for word in ("weights", "gradients", "optimizer", "activations", "logits", "generator", "vLLM KV cache"):
         assert word in out
     assert "largest micro-batch that fits:" in out and out.rstrip().endswith("fits")
-    assert main(args) == 1  # the whole share at once: does not fit
+    assert main([*args, "--set", "rl.micro_batch_tokens=0"]) == 1  # the whole share at once: does not fit
     assert "does not fit" in capsys.readouterr().out
 
 
