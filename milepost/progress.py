@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from contextlib import contextmanager
 from typing import IO, Any, TypeVar
 
@@ -23,6 +23,7 @@ T = TypeVar("T")
 LOG_EVERY_S = 30.0
 """Seconds between two lines of a bar that is not on a terminal."""
 
+_LINE = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%), {elapsed} elapsed, about {remaining} left{postfix}"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -77,6 +78,9 @@ def progress_bar(
         return tqdm(iterable, disable=True, file=stream, **kwargs)
     # maxinterval caps tqdm's own back-off of redraws (its monitor thread); delay holds back the first line.
     timing = {"mininterval": log_every, "maxinterval": max(log_every, 10.0), "delay": log_every}
+    total = kwargs.get("total", len(iterable) if isinstance(iterable, Sized) else None)
+    if total is not None and "bar_format" not in kwargs:  # a sentence rather than a drawn bar
+        timing["bar_format"] = _LINE
     return tqdm(iterable, file=_Lines(stream), ascii=True, dynamic_ncols=False, **(timing | kwargs))
 
 

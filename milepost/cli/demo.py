@@ -263,7 +263,7 @@ def run_jobs(
         total=sum(j.total for j in jobs),
         initial=sum(j.done() for j in jobs),
         desc=f"all {len(jobs)} jobs",
-        unit="episode",
+        unit="episodes",
         enabled=progress,
         log_every=log_every,
     )
@@ -282,7 +282,7 @@ def run_jobs(
                         total=job.total,
                         initial=job.done(),
                         desc=f"  {job.label}",
-                        unit="episode",
+                        unit="episodes",
                         enabled=progress,
                         log_every=log_every,
                         leave=False,
