@@ -77,7 +77,7 @@ def progress_bar(
     if log_every is None:
         return tqdm(iterable, disable=True, file=stream, **kwargs)
     # maxinterval caps tqdm's own back-off of redraws (its monitor thread); delay holds back the first line.
-    timing = {"mininterval": log_every, "maxinterval": max(log_every, 10.0), "delay": log_every}
+    timing: dict[str, Any] = {"mininterval": log_every, "maxinterval": max(log_every, 10.0), "delay": log_every}
     total = kwargs.get("total", len(iterable) if isinstance(iterable, Sized) else None)
     if total is not None and "bar_format" not in kwargs:  # a sentence rather than a drawn bar
         timing["bar_format"] = _LINE
