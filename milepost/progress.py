@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sized
 from contextlib import contextmanager
@@ -22,6 +23,8 @@ T = TypeVar("T")
 
 LOG_EVERY_S = 30.0
 """Seconds between two lines of a bar that is not on a terminal."""
+PHASE_DELAY_S = 3.0
+"""Seconds a ``phase`` runs off a terminal before its line is written."""
 
 _LINE = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%), {elapsed} elapsed, about {remaining} left{postfix}"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -85,11 +88,15 @@ def progress_bar(
 
 
 @contextmanager
-def phase(message: str, *, enabled: bool = True, stream: IO[str] | None = None) -> Iterator[None]:
+def phase(
+    message: str, *, enabled: bool = True, stream: IO[str] | None = None, delay: float | None = None
+) -> Iterator[None]:
     """Say what a step without a count does while it runs: a spinner on a terminal, one line otherwise.
 
-    The line is written when the step starts, so a log shows what a long silence is; on a terminal the spinner
-    goes away when the step ends.
+    Off a terminal the line is written once the step has run ``delay`` seconds (default ``PHASE_DELAY_S``), so a
+    log shows what a long silence is while a quick step, or one that fails at once with a one-line error, adds
+    nothing; a step that ran long gets a second line with its time. On a terminal the spinner goes away when the
+    step ends.
     """
     out = stream or sys.stderr
     if not enabled:
@@ -101,11 +108,25 @@ def phase(message: str, *, enabled: bool = True, stream: IO[str] | None = None) 
         with Console(file=out).status(message):
             yield
         return
+    wait = PHASE_DELAY_S if delay is None else delay
     start = time.perf_counter()
-    out.write(f"{message} ...\n")
-    out.flush()
-    yield
-    seconds = time.perf_counter() - start
-    if seconds >= 5:  # a short step needs no second line
-        out.write(f"{message}: done in {seconds:.0f} s\n")
+    said = threading.Event()
+
+    def say() -> None:
+        out.write(f"{message} ...\n")
+        out.flush()
+        said.set()
+
+    timer = threading.Timer(wait, say)
+    timer.daemon = True
+    if wait <= 0:
+        say()
+    else:
+        timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+    if said.is_set() and time.perf_counter() - start >= 5:
+        out.write(f"{message}: done in {time.perf_counter() - start:.0f} s\n")
         out.flush()

@@ -187,7 +187,9 @@ def training_figure(runs: Mapping[str, Sequence[Mapping[str, Any]]], title: str,
         limits = _y_range(panel, values)
         if limits is not None:
             ax.set_ylim(*limits)
-        ax.ticklabel_format(axis="y", useOffset=False)  # "+1" above the axis hides how small a wiggle is
+        ax.ticklabel_format(
+            axis="y", useOffset=False, style="sci", scilimits=(-3, 4)
+        )  # no "+1" offset: it hides how small a wiggle is
         ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(" / ".join(sorted(x_keys)), fontsize=8)
         ax.grid(alpha=0.3)

@@ -232,12 +232,13 @@ def evaluate(
     jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
     log.debug("%s: %d tasks x %d samples, %d episodes to play, %d done", out, len(tasks), spec.n, len(jobs), len(done))
     total = len(tasks) * spec.n
-    if progress and jobs and len(jobs) < total:
-        print(f"{out}: resuming, {total - len(jobs)} of {total} episodes already done", file=sys.stderr)
     if jobs:
         if not workers:  # workers build their own policy and agent
             policy = policy if policy is not None else build_policy(spec)
             agent = agent if agent is not None else build_agent(spec, policy)
+        if progress:  # names the run before its bar (a horizon part's folder is the part's name)
+            what = f"resuming, {total - len(jobs)} of {total} episodes already done; " if len(jobs) < total else ""
+            print(f"{out}: {what}playing {len(jobs)} episodes ({len(tasks)} tasks x {spec.n} samples)", file=sys.stderr)
         if failed:
             # Drop the failed records before playing them again: a retry cut short leaves them missing, and
             # any later run (with or without --retry-failed) plays the missing ones.

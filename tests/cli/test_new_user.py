@@ -110,9 +110,13 @@ def test_progress_off_a_terminal_is_whole_lines() -> None:
 
 def test_phase_says_what_it_does_off_a_terminal() -> None:
     stream = io.StringIO()
-    with phase("computing metrics", stream=stream):
+    with phase("computing metrics", stream=stream, delay=0):
         pass
     assert stream.getvalue() == "computing metrics ...\n"
+    quick = io.StringIO()
+    with phase("computing metrics", stream=quick):  # done before the line is due: a one-line error stays one line
+        pass
+    assert quick.getvalue() == ""
     silent = io.StringIO()
     with phase("computing metrics", stream=silent, enabled=False):
         pass
@@ -120,16 +124,19 @@ def test_phase_says_what_it_does_off_a_terminal() -> None:
 
 
 def test_eval_says_it_resumes_and_names_its_phases(
-    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr("milepost.progress.PHASE_DELAY_S", 0.0)  # every phase says what it does at once
     spec = EvalSpec(env="sudoku", data=str(dataset), policy="oracle", n=2, ks=[1])
     out = tmp_path / "run"
     evaluate(spec, out, progress=True)
-    assert "metrics (bootstrap intervals), report and plots of 6 episodes ..." in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{out}: playing 6 episodes (3 tasks x 2 samples)" in err  # names the run before its bar
+    assert "metrics (bootstrap intervals), report and plots of 6 episodes ..." in err
     rows = (out / "episodes.jsonl").read_text().splitlines()
     (out / "episodes.jsonl").write_text("\n".join(rows[:4]) + "\n")
     evaluate(spec, out, progress=True)
-    assert f"{out}: resuming, 4 of 6 episodes already done" in capsys.readouterr().err
+    assert f"{out}: resuming, 4 of 6 episodes already done; playing 2 episodes" in capsys.readouterr().err
 
 
 # Item 11: a rerun with other settings is refused naming the setting.
