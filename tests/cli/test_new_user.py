@@ -21,7 +21,7 @@ from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
 from milepost.errors import InputError
 from milepost.evaluation.runner import EvalSpec, evaluate
-from milepost.progress import phase, progress_bar
+from milepost.progress import progress_bar
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,6 +109,8 @@ def test_progress_off_a_terminal_is_whole_lines() -> None:
 
 
 def test_phase_says_what_it_does_off_a_terminal() -> None:
+    from milepost.progress import phase
+
     stream = io.StringIO()
     with phase("computing metrics", stream=stream, delay=0):
         pass
