@@ -50,6 +50,23 @@ class _Lines:
         self.stream.flush()
 
 
+class _LineBar(tqdm):
+    """tqdm off a terminal: a new postfix or description waits for the next timed line instead of forcing one
+    (tqdm's ``set_postfix*`` / ``set_description*`` redraw at once by default)."""
+
+    def set_postfix(self, ordered_dict: Any = None, refresh: bool = True, **kwargs: Any) -> None:
+        super().set_postfix(ordered_dict, refresh=False, **kwargs)
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        super().set_postfix_str(s, refresh=False)
+
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        super().set_description(desc, refresh=False)
+
+    def set_description_str(self, desc: str | None = None, refresh: bool = True) -> None:
+        super().set_description_str(desc, refresh=False)
+
+
 def _is_terminal(stream: Any) -> bool:
     isatty = getattr(stream, "isatty", None)
     try:
@@ -84,7 +101,7 @@ def progress_bar(
     total = kwargs.get("total", len(iterable) if isinstance(iterable, Sized) else None)
     if total is not None and "bar_format" not in kwargs:  # a sentence rather than a drawn bar
         timing["bar_format"] = _LINE
-    return tqdm(iterable, file=_Lines(stream), ascii=True, dynamic_ncols=False, **(timing | kwargs))
+    return _LineBar(iterable, file=_Lines(stream), ascii=True, dynamic_ncols=False, **(timing | kwargs))
 
 
 @contextmanager
