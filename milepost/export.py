@@ -26,6 +26,7 @@ from typing import Any
 
 from milepost.errors import InputError
 from milepost.io import read_jsonl
+from milepost.progress import phase
 from milepost.types import REWARD_TERM_NAMES, Episode, Task
 
 EPISODES = "episodes.jsonl"
@@ -252,7 +253,8 @@ def chat_rows(runs: Sequence[RunEpisodes], data: str | Path | None = None, *, pr
     rows = []
     for run in runs:
         spec = _spec(run, data)
-        tasks = {t.task_id: t for t in load_tasks(spec.data, spec.split)}
+        with phase(f"loading the {spec.split} tasks of {spec.data}", enabled=progress):
+            tasks = {t.task_id: t for t in load_tasks(spec.data, spec.split)}
         file = run.folder / EPISODES
         for ep, line in zip(run.episodes, run.lines):
             if ep.task_id not in tasks:
@@ -376,15 +378,18 @@ def export_episodes(
         raise InputError(f"unknown export format {format!r} (choose from {', '.join(FORMATS)})")
     if format == "parquet":
         pyarrow()  # before reading anything
-    runs = find_runs(path)
+    with phase(f"reading the episodes of {path}", enabled=progress):
+        runs = find_runs(path)
     target = Path(out) if out is not None else default_out(path, format)
     check_target(target, runs, path, overwrite=overwrite)  # before the replay, which can take minutes
     if format == "chat":
         rows = chat_rows(runs, data, progress=progress)
-        _write(target, lambda: atomic_write_jsonl(target, rows))
+        with phase(f"writing {len(rows)} conversations to {target}", enabled=progress):
+            _write(target, lambda: atomic_write_jsonl(target, rows))
         return target, len(rows)
-    table = turn_table(runs)
-    _write(target, lambda: write_parquet(target, table))
+    with phase(f"building the turn table and writing {target}", enabled=progress):
+        table = turn_table(runs)
+        _write(target, lambda: write_parquet(target, table))
     return target, table.num_rows
 
 

@@ -219,7 +219,7 @@ class PolicySpec(NamedTuple):
 
     @property
     def noise(self) -> tuple[float, str]:
-        """``noisy-oracle``: (error probability P, error mode)."""
+        """``noisy-oracle``: (accuracy P, the probability of the oracle's move each turn; error mode)."""
         p, _, mode = (self.arg or "0:mixed").partition(":")
         return float(p), mode
 
@@ -230,7 +230,8 @@ class PolicySpec(NamedTuple):
 def parse_policy_spec(spec: str) -> PolicySpec:
     """Parse a backend spec: ``hf:PATH_OR_NAME``, ``vllm:PATH_OR_NAME`` (the optional ``vllm`` extra),
     ``openai:MODEL@BASE_URL``, ``oracle``,
-    ``noisy-oracle:P[:MODE]`` (P in [0, 1], MODE one of format | illegal | wrong | mixed, default mixed)
+    ``noisy-oracle:P[:MODE]`` (P in [0, 1] the accuracy: the share of turns answered by the oracle, the rest are
+    errors of MODE, one of format | illegal | wrong | mixed, default mixed)
     or ``random``.
 
     Raises:
@@ -261,9 +262,11 @@ def parse_policy_spec(spec: str) -> PolicySpec:
     try:
         p = float(p_text)
     except ValueError:
-        raise InputError(f"policy {spec!r}: error probability {p_text!r} is not a number") from None
+        raise InputError(f"policy {spec!r}: accuracy P {p_text!r} is not a number") from None
     if not 0.0 <= p <= 1.0:
-        raise InputError(f"policy {spec!r}: error probability must be in [0, 1], got {p}")
+        raise InputError(
+            f"policy {spec!r}: accuracy P (the share of turns the oracle answers) must be in [0, 1], got {p}"
+        )
     mode = mode or "mixed"
     if mode not in NOISE_MODES:
         raise InputError(f"policy {spec!r}: error mode {mode!r} is not one of {', '.join(NOISE_MODES)}")

@@ -18,9 +18,13 @@ import json
 import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from milepost.progress import LOG_EVERY_S, progress_bar
 
 # The paper's Table 7 (9x9 Sudoku, Qwen3-1.7B, d_test levels L1-L7), avg@4 in %, for the report's reference rows.
 PAPER_TABLE7_AVG4 = {
@@ -118,15 +122,197 @@ def _run_job(kind: str, arm: str, arg_dict: dict[str, Any], data: str) -> float:
     return time.perf_counter() - start
 
 
+@dataclass
+class DemoJob:
+    """One job of the demo's pool and where its progress shows on disk.
+
+    A job's work is counted in episodes played: an RL iteration plays ``tasks_per_iter x samples_per_task``
+    of them, its evaluation one per test task and sample, so both phases of a job move one bar.
+    """
+
+    kind: str  # "rl" (train an arm, then evaluate it) or "sft" (evaluate the SFT start in an arm's mode)
+    arm: str
+    seed: int
+    folder: Path  # the run folder (rl) or the evaluation folder (sft)
+    units: tuple[int, int, int]  # (RL iterations, episodes per iteration, evaluation episodes)
+
+    @property
+    def label(self) -> str:
+        return f"SFT start ({self.arm})" if self.kind == "sft" else f"RL {self.arm} seed {self.seed}"
+
+    @property
+    def timing_key(self) -> str:
+        return f"sft_{self.arm}_s" if self.kind == "sft" else f"rl_{self.arm}_seed{self.seed}_s"
+
+    @property
+    def total(self) -> int:
+        iterations, per_iteration, evaluation = self.units
+        return iterations * per_iteration + evaluation
+
+    def done(self) -> int:
+        """Episodes played so far, read from the files the job writes (``metrics.jsonl``, ``episodes.jsonl``)."""
+        iterations, per_iteration, evaluation = self.units
+        if self.kind == "sft":
+            return min(evaluation, _count_lines(self.folder / "episodes.jsonl"))
+        trained = iterations if (self.folder / "final" / "config.json").exists() else _last_iteration(self.folder)
+        played = min(evaluation, _count_lines(self.folder / "eval" / "episodes.jsonl"))
+        return min(trained, iterations) * per_iteration + played
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except OSError:  # not written yet
+        return 0
+
+
+def _last_iteration(run_dir: Path) -> int:
+    """The last training iteration ``metrics.jsonl`` records (0 before the first; warm-up rows do not count)."""
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    for line in reversed(lines):
+        try:
+            row = json.loads(line)
+        except ValueError:  # a line being written
+            continue
+        if isinstance(row, dict) and isinstance(row.get("iteration"), int) and row.get("phase") != "warmup":
+            return int(row["iteration"])
+    return 0
+
+
+def _job_dir(out: Path, kind: str, arm: str, seed: int) -> Path:
+    return out / "sft-start" / arm if kind == "sft" else _run_dir(out, arm, seed)
+
+
+def _job_units(cfg: Any, kind: str, data: Path) -> tuple[int, int, int]:
+    """(RL iterations, episodes per iteration, evaluation episodes) of a job; the SFT evaluations only evaluate."""
+    from milepost.evaluation.runner import EvalSpec, select_tasks
+
+    spec = EvalSpec(
+        env=cfg.env.name, data=str(data), policy="oracle", n=cfg.eval.n, ks=cfg.eval.ks, limit=cfg.eval.limit
+    )
+    evaluation = len(select_tasks(spec)) * cfg.eval.n
+    if kind == "sft":
+        return (0, 0, evaluation)
+    return (cfg.rl.iterations, cfg.rl.tasks_per_iter * cfg.rl.samples_per_task, evaluation)
+
+
+class WallClock:
+    """The demo's wall time summed over every session that worked on one output folder (``wall_time.json``).
+
+    A resumed demo skips the finished jobs, so its own run time understates the whole; the file is rewritten
+    every few seconds, so a killed session loses at most those seconds.
+    """
+
+    FILE = "wall_time.json"
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / self.FILE
+        try:
+            before = json.loads(self.path.read_text(encoding="utf-8"))
+            self.before, sessions = float(before["seconds"]), int(before["sessions"])
+        except (OSError, ValueError, KeyError, TypeError):  # the first session (or an unreadable file)
+            self.before, sessions = 0.0, 0
+        self.sessions = sessions + 1
+        self.start = time.perf_counter()
+        self.saved = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.before + time.perf_counter() - self.start
+
+    def save(self, every: float = 0.0) -> None:
+        """Record the total so far (at most once per ``every`` seconds)."""
+        from milepost.io import atomic_write_json
+
+        now = time.perf_counter()
+        if now - self.saved < every:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path, {"seconds": round(self.seconds, 1), "sessions": self.sessions})
+        self.saved = now
+
+
+def run_jobs(
+    pool: Executor,
+    jobs: list[DemoJob],
+    args: argparse.Namespace,
+    data: Path,
+    clock: WallClock,
+    *,
+    progress: bool = True,
+    work: Callable[..., float] | None = None,
+    poll_s: float = 2.0,
+    log_every: float = LOG_EVERY_S,
+) -> dict[str, float]:
+    """Run the jobs in ``pool`` and show each one's progress, with an estimate, until all have finished.
+
+    A bar for the whole phase and one per running job (episodes played, read from the jobs' files every
+    ``poll_s`` seconds): redrawn on a terminal, a line every half minute otherwise (``milepost.progress``).
+    A line says when each job ends. Returns every job's seconds, keyed like ``timings.json``.
+    """
+    from tqdm import tqdm
+
+    work = work or _run_job
+    futures: dict[Future[float], DemoJob] = {
+        pool.submit(work, job.kind, job.arm, {**vars(args), "train_seed": job.seed}, str(data)): job for job in jobs
+    }
+    overall = progress_bar(
+        total=sum(j.total for j in jobs),
+        initial=sum(j.done() for j in jobs),
+        desc=f"all {len(jobs)} jobs",
+        unit="episodes",
+        enabled=progress,
+        log_every=log_every,
+    )
+    bars: dict[str, Any] = {}  # label -> bar of a running job
+    slots: dict[str, int] = {}  # label -> its line on a terminal (below the overall bar)
+    timings: dict[str, float] = {}
+    pending = set(futures)
+    try:
+        while pending:
+            finished, pending = wait(pending, timeout=poll_s, return_when=FIRST_COMPLETED)
+            for future, job in futures.items():
+                if future in pending and future.running() and job.label not in bars:
+                    taken = set(slots.values())
+                    slots[job.label] = next(p for p in range(1, len(bars) + 2) if p not in taken)
+                    bars[job.label] = progress_bar(
+                        total=job.total,
+                        initial=job.done(),
+                        desc=f"  {job.label}",
+                        unit="episodes",
+                        enabled=progress,
+                        log_every=log_every,
+                        leave=False,
+                        position=slots[job.label],
+                    )
+            for label, bar in bars.items():
+                job = next(j for j in jobs if j.label == label)
+                bar.update(max(0, job.done() - bar.n))
+            overall.update(max(0, sum(j.done() for j in jobs) - overall.n))
+            for future in finished:
+                job = futures[future]
+                seconds = future.result()
+                timings[job.timing_key] = seconds
+                if job.label in bars:
+                    bars.pop(job.label).close()
+                    slots.pop(job.label)
+                left = len(pending)
+                tqdm.write(f"  done: {job.label} ({seconds / 60:.1f} min; {left} job(s) left)")
+            clock.save(every=10.0)
+    finally:
+        for bar in bars.values():
+            bar.close()
+        overall.close()
+    return timings
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from milepost.datasets import write_dataset
-    from milepost.envs.levels import levels_for
-    from milepost.envs.sudoku.dataset import build_dataset
     from milepost.errors import InputError
-    from milepost.evaluation.compare import compare_runs
-    from milepost.io import atomic_write_json
 
     console = Console()
     out = Path(args.out)
@@ -142,7 +328,33 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--seeds: give distinct seeds, got {args.seeds!r}")
     args.train_seed = seeds[0]
     started = time.perf_counter()
+    clock = WallClock(out)
+    if clock.sessions > 1:
+        console.print(
+            f"resuming the demo in {out} after {clock.before / 60:.1f} min of earlier sessions: done work is kept"
+        )
     timings: dict[str, float] = {}
+    try:
+        return _run(args, console, out, arms, seeds, started, clock, timings)
+    finally:
+        clock.save()
+
+
+def _run(
+    args: argparse.Namespace,
+    console: Any,
+    out: Path,
+    arms: list[str],
+    seeds: list[int],
+    started: float,
+    clock: WallClock,
+    timings: dict[str, float],
+) -> int:
+    from milepost.datasets import write_dataset
+    from milepost.envs.levels import levels_for
+    from milepost.envs.sudoku.dataset import build_dataset
+    from milepost.evaluation.compare import compare_runs
+    from milepost.io import atomic_write_json, atomic_write_text
 
     # 1. Datasets: every 4x4 level, training and test splits.
     data = out / "data" / "sudoku4"
@@ -183,17 +395,9 @@ def run(args: argparse.Namespace) -> int:
         f"{base_cfg.rl.samples_per_task} samples each) in {args.workers} worker process(es)"
     )
     ctx = multiprocessing.get_context("spawn")
+    watched = [DemoJob(kind, a, s, _job_dir(out, kind, a, s), _job_units(base_cfg, kind, data)) for kind, a, s in jobs]
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
-        futures = {
-            pool.submit(_run_job, kind, arm, {**vars(args), "train_seed": s}, str(data)): (kind, arm, s)
-            for kind, arm, s in jobs
-        }
-        for future in as_completed(futures):
-            kind, arm, s = futures[future]
-            seconds = future.result()
-            timings[f"{kind}_{arm}_s" if kind == "sft" else f"rl_{arm}_seed{s}_s"] = seconds
-            what = "SFT start" if kind == "sft" else f"RL arm {arm}, seed"
-            console.print(f"  done: {what} {arm if kind == 'sft' else s} ({seconds / 60:.1f} min)")
+        timings |= run_jobs(pool, watched, args, data, clock, progress=not args.no_progress)
     first = seeds[0]
     runs = [out / "sft-start" / "atomic", out / "sft-start" / "macro"] + [_run_dir(out, arm, first) for arm in arms]
     labels = ["SFT start (atomic)", "SFT start (macro)"] + [f"RL {arm} (seed {first})" for arm in arms]
@@ -209,6 +413,10 @@ def run(args: argparse.Namespace) -> int:
         + [f"| {name} | " + " | ".join(f"{v:.2f}" for v in row) + " |" for name, row in PAPER_TABLE7_AVG4.items()]
     )
     timings["total_s"] = time.perf_counter() - started
+    timings["all_sessions_s"] = clock.seconds
+    sessions = (
+        f" over {clock.sessions} sessions (this one {timings['total_s'] / 60:.1f} min)" if clock.sessions > 1 else ""
+    )
     header = (
         "# milepost demo: horizon reduction on 4x4 Sudoku (tiny CPU profile)\n\n"
         f"Model: the shipped SFT checkpoint `{args.checkpoint}` (a from-scratch tiny Qwen3); board 4x4; "
@@ -217,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
         f"{base_cfg.rl.tasks_per_iter} tasks x {base_cfg.rl.samples_per_task} samples; evaluation n = k = 4 on "
         f"{base_cfg.eval.limit} test tasks per level; dataset seed {args.seed}, training seeds "
         f"{', '.join(map(str, seeds))} (the table below: seed {seeds[0]}; the seeds section: all). Wall time "
-        f"{timings['total_s'] / 60:.1f} min.\n\n"
+        f"{clock.seconds / 60:.1f} min{sessions}.\n\n"
         "Measured here (avg@4 with 95% bootstrap intervals over tasks):\n\n"
     )
     footer = (
@@ -226,11 +434,17 @@ def run(args: argparse.Namespace) -> int:
         "at short and long horizons, not the raw numbers.\n\n" + paper + "\n"
     )
     report = header + text.replace("# Comparison\n", "") + _seeds_section(out, arms, seeds) + footer
-    (out / "report" / "report.md").write_text(report, encoding="utf-8")
+    atomic_write_text(out / "report" / "report.md", report)
     atomic_write_json(out / "report" / "timings.json", timings)
     console.print(report)
-    console.print(f"report: {out / 'report' / 'report.md'}  ({json.dumps({k: round(v) for k, v in timings.items()})})")
+    print(final_line(out / "report" / "report.md", clock.seconds, clock.sessions))
     return 0
+
+
+def final_line(report: Path, seconds: float, sessions: int) -> str:
+    """The demo's last line: how long it took (every session) and where the report is."""
+    over = f" over {sessions} sessions" if sessions > 1 else ""
+    return f"The demo finished in {seconds / 60:.1f} min{over}; the report is {report}"
 
 
 def _seeds_section(out: Path, arms: list[str], seeds: list[int]) -> str:

@@ -10,6 +10,7 @@ stderr; it is accepted before or after the subcommand.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
@@ -47,8 +48,24 @@ def _subcommands() -> list[ModuleType]:
     return [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export, credit, memory_cli]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose "invalid choice" error names the nearest choice (``milepost evl`` -> eval).
+
+    Python 3.14's ``suggest_on_error`` does this in the same method; subparsers inherit the class.
+    """
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices and isinstance(value, str):
+            names = [str(c) for c in choices]
+            near = difflib.get_close_matches(value, names, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({hint}choose from {', '.join(names)})")
+        super()._check_value(action, value)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="milepost",
         description="Build, train and evaluate LLM agents on long-horizon tasks.",
     )

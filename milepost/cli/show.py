@@ -1,4 +1,4 @@
-"""``milepost show EPISODES.jsonl``: replay an episode in the terminal, turn by turn.
+"""``milepost show EPISODES.jsonl`` (or ``milepost show RUN_DIR``): replay an episode in the terminal, turn by turn.
 
 ``--web`` serves a web-shop episode in the shop's web page instead (as ``milepost shop --replay`` does), where
 "Replay next step" applies its turns one by one. The task comes from ``--data`` (default: the dataset and split
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="replay a recorded episode", description=__doc__)
-    p.add_argument("episodes", help="an episodes.jsonl file")
+    p.add_argument("episodes", help="an episodes.jsonl file, or the run folder that holds one (an eval's --out)")
     p.add_argument("--index", type=int, default=0, help="which episode (line) to show; negative counts back")
     p.add_argument("--task", default=None, help="show the first episode of this task id instead")
     p.add_argument("--web", action="store_true", help="web-shop episodes: replay it in the shop's web page")
@@ -59,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from milepost.io import read_jsonl
     from milepost.types import Episode
 
+    path = Path(args.episodes)
+    if path.is_dir():  # a run folder (`milepost eval --out`): its episodes
+        if not (path / "episodes.jsonl").is_file():
+            raise InputError(f"{path} is a folder without an episodes.jsonl (give a run folder or the file)")
+        args.episodes = str(path / "episodes.jsonl")
     rows = list(read_jsonl(args.episodes))
     if not rows:
         raise InputError(f"{args.episodes}: no episodes")

@@ -202,17 +202,24 @@ def mismatch_warnings(runs: Sequence[Run]) -> list[str]:
 
 
 def training_table(runs: Sequence[Run]) -> str:
-    """Per run and logged curve: points, first, last and best value (each a 5-point running mean)."""
-    lines = ["| run | curve | points | first | last | best |", "|---|---|---|---|---|---|"]
+    """Per run and logged curve: points, the first and last logged values, the mean of the last ``SMOOTH``
+    points, and the best value of the ``SMOOTH``-point running mean (a single lucky iteration is not "best")."""
+    lines = [
+        f"| run | curve | points | first | last | mean of last {SMOOTH} | best ({SMOOTH}-point mean) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for run in runs:
         for curve in CURVES:
-            points = smooth(run.curves.get(curve.key, []), SMOOTH)
-            if not points:
+            raw = run.curves.get(curve.key, [])
+            if not raw:
                 continue
-            ys = [100 * y if curve.percent else y for _, y in points]
-            best = max(ys) if curve.higher_is_better else min(ys)
+            scale = 100.0 if curve.percent else 1.0
+            ys = [scale * y for _, y in raw]
+            means = [scale * y for _, y in smooth(raw, SMOOTH)]
+            best = max(means) if curve.higher_is_better else min(means)
             fmt = "{:.1f}" if curve.percent else "{:.4f}"
-            row = [run.label, curve.key, str(len(ys)), fmt.format(ys[0]), fmt.format(ys[-1]), fmt.format(best)]
+            cells = [ys[0], ys[-1], means[-1], best]
+            row = [run.label, curve.key, str(len(ys)), *(fmt.format(v) for v in cells)]
             lines.append(md_row(row))
     return "\n".join(lines) + "\n"
 
@@ -284,7 +291,7 @@ def compare(
         plots.append(("comparison.png", "comparison"))
     parts += [f"- {n}" for n in notes] + ([""] if notes else [])
     if any(r.rows for r in loaded):
-        parts += ["### Training curves (5-point running mean)", "", training_table(loaded)]
+        parts += ["### Training curves", "", training_table(loaded)]
         plots.append(("training.png", "training curves side by side"))
         plots += [(c.file, "training curves") for c in CURVES if any(c.key in r.curves for r in loaded)]
     out_dir.mkdir(parents=True, exist_ok=True)

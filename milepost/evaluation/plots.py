@@ -60,38 +60,45 @@ def plot_success_vs_distance(
 class Panel:
     """One panel of ``training.png``: a title, the metrics drawn in it (``fnmatch`` patterns, e.g.
     ``eval/*/avg``, with their legend labels), whether the values are shares drawn as percent, and whether a
-    running mean is drawn (not for sparse points such as periodic evaluations: those are drawn as markers)."""
+    running mean is drawn (not for sparse points such as periodic evaluations: those are drawn as markers).
+
+    One panel holds one kind of quantity (a share, a ratio, a loss...), so its y-axis means one thing. The
+    y-range is ``ylim`` when given (shares: 0-100%), else the data's, widened to at least ``min_span`` (or,
+    without one, a fifth of the largest magnitude): a flat curve's noise is not blown up to the panel's height.
+    """
 
     title: str
     series: tuple[tuple[str, str], ...]
     percent: bool = False
     smooth: bool = True
+    ylim: tuple[float, float] | None = None
+    min_span: float | None = None
 
+
+_SHARE = (-3.0, 103.0)  # a percent panel always shows 0-100
 
 TRAINING_PANELS = (
-    Panel("rollout success (%)", (("rollout/success", "success"),), percent=True),
+    Panel("rollout success (%)", (("rollout/success", "success"),), percent=True, ylim=_SHARE),
     Panel("episode reward", (("rollout/reward", "reward"),)),
     Panel("loss", (("loss/policy", "RL loss"), ("loss/sft", "SFT loss"))),
+    # Ratios around 1 (pi_theta / pi_old): a span of at least 0.2 keeps a 1.001 wiggle flat.
     Panel(
-        "importance weights",
-        (
-            ("is/mean_weight", "mean weight"),
-            ("is/onpolicy_rho", "on-policy rho"),
-            ("is/masked_frac", "masked"),
-        ),
+        "importance weights", (("is/mean_weight", "mean weight"), ("is/onpolicy_rho", "on-policy rho")), min_span=0.2
     ),
+    Panel("turns masked by importance sampling (%)", (("is/masked_frac", "masked"),), percent=True, ylim=_SHARE),
     Panel("answer length (tokens)", (("rollout/completion_tokens", "tokens per answer"),)),
     # The horizon paper's collapse signal: the share of answers cut at max_new_tokens.
-    Panel("answers cut at max_new_tokens (%)", (("rollout/max_length", "max-length ratio"),), percent=True),
+    Panel(
+        "answers cut at max_new_tokens (%)", (("rollout/max_length", "max-length ratio"),), percent=True, ylim=_SHARE
+    ),
+    # AUROC lies in [0, 1] and Kendall's tau in [-1, 1]: one scale; the potential's MSE is an error of its own.
     Panel(
         "critic quality (MiRA)",
-        (
-            ("critic/value_auroc", "V AUROC"),
-            ("critic/completion_tau", "completion tau"),
-            ("critic/potential_mse", "P MSE"),
-        ),
+        (("critic/value_auroc", "V AUROC"), ("critic/completion_tau", "completion tau")),
+        ylim=(-1.05, 1.05),
     ),
-    Panel("evaluation success (%)", (("eval/*/avg", "{}"),), percent=True, smooth=False),
+    Panel("potential error (MiRA)", (("critic/potential_mse", "P MSE"),)),
+    Panel("evaluation success (%)", (("eval/*/avg", "{}"),), percent=True, smooth=False, ylim=_SHARE),
     Panel("learning rate", (("train/lr", "lr"),)),
     Panel("gradient norm", (("train/grad_norm", "grad norm"),)),
 )
@@ -117,18 +124,24 @@ def _panel_series(panel: Panel, rows: Sequence[Mapping[str, Any]]) -> dict[str, 
     return out
 
 
-def plot_training(
-    path: str | Path, runs: Mapping[str, Sequence[Mapping[str, Any]]], title: str, window: int = 5
-) -> list[str]:
-    """Training curves of one or more runs, one panel per concern (``TRAINING_PANELS``); returns the panel
-    titles drawn (none: nothing is written).
+def _y_range(panel: Panel, values: Sequence[float]) -> tuple[float, float] | None:
+    """The panel's y-limits: fixed for shares, else the data's range widened to the panel's least span."""
+    if panel.ylim is not None:
+        return panel.ylim
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    need = panel.min_span if panel.min_span is not None else 0.2 * max(abs(lo), abs(hi))
+    if need <= 0 or hi - lo >= need:
+        return None  # matplotlib's own margins
+    mid = (lo + hi) / 2
+    return mid - 0.55 * need, mid + 0.55 * need
 
-    One run: each metric raw (thin) and as a ``window``-point running mean. Several runs (``milepost compare``):
-    the running means, one colour per run and one line style per metric. MiRA's critic warm-up rows
-    (``phase: warmup``) come before the first update and are left out.
 
-    Args:
-        runs: label -> rows of the run's ``metrics.jsonl`` (and its periodic evaluations as ``eval/...``).
+def training_figure(runs: Mapping[str, Sequence[Mapping[str, Any]]], title: str, window: int = 5) -> Any:
+    """The figure ``plot_training`` saves (None when no panel has data), for callers that draw it elsewhere.
+
+    Returns the matplotlib ``Figure``; its panels' titles are those of ``TRAINING_PANELS`` it drew.
     """
     from milepost.evaluation.compare import smooth
 
@@ -139,23 +152,26 @@ def plot_training(
         if any(series.values()):
             drawn.append((panel, series))
     if not drawn:
-        return []
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     cols = min(3, len(drawn))
     nrows = math.ceil(len(drawn) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.1 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.1 * nrows + 0.5), squeeze=False)
     x_keys = {"iteration" if "iteration" in r else "step" for rows in logged.values() for r in rows[:1]}
     single = len(logged) == 1
     for ax, (panel, series) in zip(axes.flat, drawn):
         scale = 100.0 if panel.percent else 1.0
+        values: list[float] = []
         for i, (run, by_metric) in enumerate(series.items()):
             for j, (metric, points) in enumerate(by_metric.items()):
                 color, style = (f"C{j}", "-") if single else (f"C{i}", ("-", "--", ":", "-.")[j % 4])
                 label = metric if single else (f"{run}: {metric}" if len(by_metric) > 1 else run)
+                values += [scale * y for _, y in points]
                 if not panel.smooth:
                     xs, ys = zip(*points)
                     ax.plot(xs, [scale * y for y in ys], color=color, linestyle=style, marker="o", label=label)
@@ -168,6 +184,12 @@ def plot_training(
                 ax.plot(
                     xs, [scale * y for y in ys], color=color, linestyle=style, marker=marker, linewidth=1.6, label=label
                 )
+        limits = _y_range(panel, values)
+        if limits is not None:
+            ax.set_ylim(*limits)
+        ax.ticklabel_format(
+            axis="y", useOffset=False, style="sci", scilimits=(-3, 4)
+        )  # no "+1" offset: it hides how small a wiggle is
         ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(" / ".join(sorted(x_keys)), fontsize=8)
         ax.grid(alpha=0.3)
@@ -175,13 +197,41 @@ def plot_training(
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(drawn) :]:
         ax.set_visible(False)
-    fig.suptitle(f"{title} (thick: {window}-point running mean)", fontsize=11)
-    fig.tight_layout()
+    # What the two line weights mean, once for the figure (the panels' legends name the metrics).
+    key = [Line2D([], [], color="0.3", linewidth=1.6, label=f"thick: {window}-point running mean")]
+    if single:
+        key.insert(0, Line2D([], [], color="0.3", linewidth=0.8, alpha=0.35, label="thin: each logged value"))
+    if any(not panel.smooth for panel, _ in drawn):
+        key.append(Line2D([], [], color="0.3", marker="o", label="markers: periodic evaluations"))
+    fig.legend(handles=key, loc="lower center", ncol=len(key), fontsize=8, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def plot_training(
+    path: str | Path, runs: Mapping[str, Sequence[Mapping[str, Any]]], title: str, window: int = 5
+) -> list[str]:
+    """Training curves of one or more runs, one panel per concern (``TRAINING_PANELS``); returns the panel
+    titles drawn (none: nothing is written).
+
+    One run: each metric raw (thin) and as a ``window``-point running mean. Several runs (``milepost compare``):
+    the running means, one colour per run and one line style per metric. A legend under the panels says which
+    line is which. MiRA's critic warm-up rows (``phase: warmup``) come before the first update and are left out.
+
+    Args:
+        runs: label -> rows of the run's ``metrics.jsonl`` (and its periodic evaluations as ``eval/...``).
+    """
+    fig = training_figure(runs, title, window)
+    if fig is None:
+        return []
+    import matplotlib.pyplot as plt
+
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
-    return [panel.title for panel, _ in drawn]
+    return [ax.get_title() for ax in fig.axes if ax.get_visible()]
 
 
 def training_rows(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from milepost.evaluation.subgoal_quality import quality_table, subgoal_quality
 from milepost.evaluation.tiers import PLOT_NAME as TIER_PLOT
 from milepost.evaluation.tiers import tier_breakdown
 from milepost.io import append_jsonl, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
+from milepost.progress import phase
 from milepost.types import Episode, Task, TerminationReason
 
 log = logging.getLogger(__name__)
@@ -218,9 +220,9 @@ def evaluate(
         if not isinstance(previous, dict):
             raise InputError(f"{run_file}: expected a JSON object; use another --out (or delete the folder)")
         if previous != identity:
-            changed = sorted(k for k in identity if previous.get(k) != identity[k])
             raise InputError(
-                f"{out} holds a run with a different configuration ({', '.join(changed)}); use another --out"
+                f"{out} holds a run with a different configuration ({_differences(previous, identity)}); "
+                "use the same settings to resume, or another --out"
             )
     wanted_ids = {t.task_id for t in tasks}
     rows = list(read_jsonl(out / EPISODES)) if (out / EPISODES).exists() else []
@@ -239,10 +241,14 @@ def evaluate(
     done = {(row["task_id"], row["sample"]) for row in rows}
     jobs = [Job(t, s) for t in tasks for s in range(spec.n) if (t.task_id, s) not in done]
     log.debug("%s: %d tasks x %d samples, %d episodes to play, %d done", out, len(tasks), spec.n, len(jobs), len(done))
+    total = len(tasks) * spec.n
     if jobs:
         if not workers:  # workers build their own policy and agent
             policy = policy if policy is not None else build_policy(spec)
             agent = agent if agent is not None else build_agent(spec, policy)
+        if progress:  # names the run before its bar (a horizon part's folder is the part's name)
+            what = f"resuming, {total - len(jobs)} of {total} episodes already done; " if len(jobs) < total else ""
+            print(f"{out}: {what}playing {len(jobs)} episodes ({len(tasks)} tasks x {spec.n} samples)", file=sys.stderr)
         if failed:
             # Drop the failed records before playing them again: a retry cut short leaves them missing, and
             # any later run (with or without --retry-failed) plays the missing ones.
@@ -286,13 +292,30 @@ def evaluate(
             )
     if not run_file.exists():
         atomic_write_json(run_file, identity)
-    episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)] if (out / EPISODES).exists() else []
-    episodes = [e for e in episodes if e.task_id in wanted_ids and e.sample < spec.n]
-    # Metrics read episodes in task order, not finishing order: bootstrap intervals resample by position, and
-    # workers (or a resumed run) finish episodes in another order than one process does.
-    position = {t.task_id: i for i, t in enumerate(tasks)}
-    episodes.sort(key=lambda e: (position[e.task_id], e.sample))
-    return summarise(spec, tasks, episodes, out, max_steps=probe.max_steps, action_mode=probe.action_mode)
+    # Reading back thousands of episodes and bootstrapping every level's intervals takes a minute on a large run.
+    with phase(f"{out}: metrics (bootstrap intervals), report and plots of {total} episodes", enabled=progress):
+        episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)] if (out / EPISODES).exists() else []
+        episodes = [e for e in episodes if e.task_id in wanted_ids and e.sample < spec.n]
+        # Metrics read episodes in task order, not finishing order: bootstrap intervals resample by position, and
+        # workers (or a resumed run) finish episodes in another order than one process does.
+        position = {t.task_id: i for i, t in enumerate(tasks)}
+        episodes.sort(key=lambda e: (position[e.task_id], e.sample))
+        return summarise(spec, tasks, episodes, out, max_steps=probe.max_steps, action_mode=probe.action_mode)
+
+
+def _differences(previous: dict[str, Any], current: dict[str, Any], prefix: str = "") -> str:
+    """The settings two run identities disagree on, nested keys spelled out: ``settings.max_new_tokens 256 in
+    the folder, 32 now``."""
+    parts = []
+    for key in sorted(set(previous) | set(current)):
+        old, new = previous.get(key), current.get(key)
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            parts.append(_differences(old, new, f"{prefix}{key}."))
+        else:
+            parts.append(f"{prefix}{key} {json.dumps(old)} in the folder, {json.dumps(new)} now")
+    return "; ".join(parts)
 
 
 def infra_summary(episodes: list[Episode], metrics: list[LevelMetrics]) -> dict[str, Any]:

@@ -102,3 +102,20 @@ def test_play_reads_moves_from_standard_input(
     out = capsys.readouterr().out
     assert "Rush Hour" in out and "<- exit" in out
     assert "A is horizontal" in out and "cannot parse action 'nonsense'" in out
+
+
+def test_generation_uses_every_core_says_it_takes_time_and_ignores_the_worker_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from milepost.cli.data_rushhour import _cores
+    from milepost.cli.main import build_parser
+
+    assert build_parser().parse_args(["data", "rushhour", "--out", "x"]).workers == _cores()
+    tiny = ["data", "rushhour", "--levels", "1-3,4-6", "--train", "2", "--test", "1", "--seed", "3", "--no-progress"]
+    assert main([*tiny, "--workers", "1", "--out", str(tmp_path / "one")]) == 0
+    assert "generating 6 Rush Hour puzzles on 1 process(es); each is solved exactly" in capsys.readouterr().out
+    assert main([*tiny, "--workers", "2", "--out", str(tmp_path / "two")]) == 0
+    for file in ("train.jsonl", "test.jsonl"):
+        assert (tmp_path / "one" / file).read_bytes() == (tmp_path / "two" / file).read_bytes()
+    one, two = (load_manifest(tmp_path / name) for name in ("one", "two"))
+    assert {**one, "command": ""} == {**two, "command": ""}  # the command names its own --out

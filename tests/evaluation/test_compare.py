@@ -86,8 +86,8 @@ def test_a_training_run_without_evaluation_is_compared_by_its_curves(
     text = capsys.readouterr().out
     assert _rows(text, "ev")["pass@1 (%)"] == ["100.0"]
     assert f"--policy hf:{training_run / 'final'}" in text and "milepost eval --env sudoku" in text
-    # Last value: the mean of the last five iterations (0.25 .. 1.0).
-    assert _rows(text, "rl")["rollout/success"] == ["6", "0.0", "60.0", "60.0"]
+    # Last value: the last iteration's; then the mean of the last five iterations (0.25 .. 1.0) and its best.
+    assert _rows(text, "rl")["rollout/success"] == ["6", "0.0", "100.0", "60.0", "60.0"]
     assert {"comparison.png", "training.png"} <= {p.name for p in out.iterdir()}
 
 

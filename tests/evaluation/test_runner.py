@@ -60,7 +60,9 @@ def test_eval_writes_outputs_and_resumes(dataset: Path, tmp_path: Path) -> None:
 def test_eval_refuses_a_folder_from_another_config(dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     evaluate(EvalSpec(env="sudoku", data=str(dataset), policy="oracle", n=1, ks=[1], limit=1), out, progress=False)
-    with pytest.raises(InputError, match=r"different configuration \(policy\)"):
+    with pytest.raises(
+        InputError, match=r"different configuration \(policy \"oracle\" in the folder, \"random\" now\)"
+    ):
         evaluate(EvalSpec(env="sudoku", data=str(dataset), policy="random", n=1, ks=[1], limit=1), out, progress=False)
 
 

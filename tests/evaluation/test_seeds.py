@@ -73,5 +73,10 @@ def test_demo_over_two_seeds(tmp_path: Path, capsys: Any) -> None:
     assert (out / "rl-atomic-seed0" / "final").is_dir() and (
         out / "rl-atomic-seed1" / "eval" / "metrics.json"
     ).is_file()
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("The demo finished in ") and lines[-1].endswith("report.md")  # a sentence, no dict
+    assert main(argv) == 0  # a second session: every job is done, the wall time counts both sessions
+    assert "over 2 sessions" in capsys.readouterr().out.strip().splitlines()[-1]
+    assert "over 2 sessions (this one" in (out / "report" / "report.md").read_text()
     assert main(["demo", "--out", str(out), "--seeds", "1,1"]) == 2
     assert "distinct seeds" in capsys.readouterr().err

@@ -81,7 +81,7 @@ def test_compare_shows_the_collapse_signal_per_run(tmp_path: Path, capsys: Any) 
     assert main(["compare", *runs, "--out", str(out), "--log-level", "error"]) == 0
     text = (out / "comparison.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if "rollout/max_length" in line}
-    # run | curve | points | first | last (mean of the last five) | best (the lowest share)
-    assert rows["collapsing"].split("|")[3:7] == [" 4 ", " 0.0 ", " 40.0 ", " 0.0 "]
-    assert rows["steady"].split("|")[5].strip() == "1.2"
+    # run | curve | points | first | last | mean of the last five | best (the lowest share)
+    assert rows["collapsing"].split("|")[3:8] == [" 4 ", " 0.0 ", " 90.0 ", " 40.0 ", " 0.0 "]
+    assert rows["steady"].split("|")[5].strip() == "0.0" and rows["steady"].split("|")[6].strip() == "1.2"
     assert (out / "max_length.png").is_file() and "max_length.png" in text

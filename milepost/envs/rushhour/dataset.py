@@ -7,15 +7,17 @@ canonical order, so two letterings of one cluster count as the same.
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.pool import Pool
 from typing import Any
 
 from milepost.envs.levels import Level
 from milepost.envs.rushhour.board import parse_board
 from milepost.envs.rushhour.env import ATOMIC_BUDGET, MACRO_BUDGET, make_task
 from milepost.envs.rushhour.fogleman import FoglemanRecord, read_fogleman
-from milepost.envs.rushhour.generator import GENERATOR_VERSION, Generated, generate_puzzle
+from milepost.envs.rushhour.generator import GENERATOR_VERSION, generate_puzzle
 from milepost.envs.rushhour.solver import solve_many
 from milepost.errors import InputError
 from milepost.progress import progress_bar
@@ -38,26 +40,36 @@ def _split(tasks: list[Task], n_train: int, seed: int, level: str) -> dict[str, 
     return out
 
 
-def _generated(level: Level, seed: int, max_walls: int, workers: int) -> Iterator[tuple[int, Generated]]:
-    """(index, puzzle) for index 0, 1, 2, ... of a level, optionally computed by a process pool."""
-    if workers <= 1:
+def _generated(level: Level, seed: int, max_walls: int, pool: Pool | None, workers: int) -> Iterator[Task]:
+    """Tasks of puzzle index 0, 1, 2, ... of a level, in index order, optionally computed by a process pool.
+
+    Each index is generated and solved on its own (``generate_puzzle`` seeds from (seed, level, index)), and the
+    pool's results come back in index order, so the tasks are the same for any number of workers.
+    """
+    if pool is None:
         index = 0
         while True:
-            yield index, generate_puzzle(seed, index, level, max_walls=max_walls)
+            yield _generate_task(seed, index, level, max_walls)
             index += 1
-    import multiprocessing
-
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        start = 0
-        while True:
-            indices = range(start, start + 4 * workers)
-            args = [(seed, i, level, max_walls) for i in indices]
-            yield from zip(indices, pool.starmap(_generate_one, args))
-            start += len(indices)
+    start = 0
+    batch = 2 * workers  # enough to keep every process busy; a level's last batch wastes at most this much
+    while True:
+        indices = range(start, start + batch)
+        yield from pool.starmap(_generate_task, [(seed, i, level, max_walls) for i in indices])
+        start += batch
 
 
-def _generate_one(seed: int, index: int, level: Level, max_walls: int) -> Generated:
-    return generate_puzzle(seed, index, level, max_walls=max_walls)
+def _generate_task(seed: int, index: int, level: Level, max_walls: int) -> Task:
+    """Puzzle ``index`` of ``level`` as a task (its cluster solved: the other tenth of the work, also in a worker)."""
+    made = generate_puzzle(seed, index, level, max_walls=max_walls)
+    return make_task(
+        made.board,
+        level=level.name,
+        seed=seed,
+        index=index,
+        source="generated",
+        meta={"generator": GENERATOR_VERSION, "search_rounds": made.rounds},
+    )
 
 
 def generate_level(
@@ -69,25 +81,24 @@ def generate_level(
     workers: int = 1,
     taken: set[str] | None = None,
     progress: Callable[[int], None] | None = None,
+    pool: Pool | None = None,
 ) -> list[Task]:
     """``count`` generated tasks of ``level``, one per cluster; puzzle ``index`` is fixed by (seed, index).
 
     Indices whose cluster is already in ``taken`` (updated in place) are skipped, which is how one cluster
-    never lands in two splits.
+    never lands in two splits. ``pool`` (of ``workers`` processes) generates them in parallel; without one,
+    ``workers`` > 1 starts a pool for this level.
     """
     taken = set() if taken is None else taken
     tasks: list[Task] = []
     if count <= 0:
         return tasks
-    for index, made in _generated(level, seed, max_walls, workers):
-        task = make_task(
-            made.board,
-            level=level.name,
-            seed=seed,
-            index=index,
-            source="generated",
-            meta={"generator": GENERATOR_VERSION, "search_rounds": made.rounds},
-        )
+    if pool is None and workers > 1:
+        with _pool(workers) as own:
+            return generate_level(
+                level, count, seed, max_walls=max_walls, workers=workers, taken=taken, progress=progress, pool=own
+            )
+    for task in _generated(level, seed, max_walls, pool, workers):
         if task.meta["cluster_id"] in taken:
             continue
         taken.add(task.meta["cluster_id"])
@@ -97,6 +108,11 @@ def generate_level(
         if len(tasks) >= count:
             break
     return tasks
+
+
+def _pool(workers: int) -> Pool:
+    # spawn, not fork: the parent may hold threads (torch, tqdm's monitor) that fork would copy mid-lock.
+    return multiprocessing.get_context("spawn").Pool(workers)
 
 
 def file_level(
@@ -183,7 +199,7 @@ def build_dataset(
         seed: fixes the generated puzzles (or the draw from the file) and the split.
         source: ``generate``, or the path of a file in Fogleman's line format.
         max_walls: walls a generated board may have.
-        workers: processes for generation.
+        workers: processes for generation (the tasks are the same for any number).
         progress: show a progress bar.
         command: the command line, recorded in the manifest.
 
@@ -197,7 +213,9 @@ def build_dataset(
     splits: dict[str, list[Task]] = {"train": [], "test": []}
     taken: set[str] = set()
     per_level: dict[str, dict[str, Any]] = {}
-    bar = progress_bar(total=per_level_count * len(levels), desc="rushhour tasks", unit="task", enabled=progress)
+    bar = progress_bar(total=per_level_count * len(levels), desc="rushhour tasks", unit="tasks", enabled=progress)
+    # One pool for every level (starting one costs a second per process); a file needs none.
+    pool = _pool(workers) if records is None and workers > 1 else None
     try:
         for level in levels:
             bar.set_postfix_str(f"level {level.name}")
@@ -210,6 +228,7 @@ def build_dataset(
                     workers=workers,
                     taken=taken,
                     progress=bar.update,
+                    pool=pool,
                 )
             else:
                 tasks = file_level(records, level, per_level_count, seed, source, taken=taken, progress=bar.update)
@@ -225,6 +244,8 @@ def build_dataset(
             }
     finally:
         bar.close()
+        if pool is not None:
+            pool.terminate()  # a level's last batch may still be running; its puzzles are not needed
     manifest: dict[str, Any] = {
         "env": "rushhour",
         "size": 6,
