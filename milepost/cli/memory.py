@@ -46,7 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="recompute layers in backward (default rl.activation_checkpointing)",
     )
-    p.add_argument("--logits-chunk-tokens", type=int, default=None, help="positions whose logits exist at once (default: the update's chunk, 512)")
+    p.add_argument(
+        "--logits-chunk-tokens",
+        type=int,
+        default=None,
+        help="positions whose logits exist at once (default: the update's chunk, 512)",
+    )
     p.set_defaults(func=run)
 
 

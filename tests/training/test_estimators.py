@@ -139,9 +139,9 @@ def test_trainer_uses_the_configured_estimator() -> None:
 def test_estimator_settings_are_checked() -> None:
     from milepost.training.config import RLConfig, TrainConfig
 
-    with pytest.raises(ValueError, match="rl.estimator: 'ppo' is not one of paper, gigpo, distance"):
+    with pytest.raises(ValueError, match=r"rl\.estimator: 'ppo' is not one of paper, gigpo, distance"):
         RLConfig(estimator="ppo")
-    with pytest.raises(ValueError, match="rl.gigpo_gamma"):
+    with pytest.raises(ValueError, match=r"rl\.gigpo_gamma"):
         RLConfig(estimator="gigpo", gigpo_gamma=2.0)
     with pytest.raises(ValueError, match="apply to the paper estimator only"):
         TrainConfig(rl=RLConfig(estimator="distance", subgoal_decomposition=True))
