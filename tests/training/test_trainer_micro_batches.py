@@ -18,6 +18,7 @@ import torch
 
 from milepost.backends.hf import load_model
 from milepost.backends.logprobs import sequence_logprobs
+from milepost.distributed.fsdp import FSDP
 from milepost.training.config import MiRAConfig, RLConfig, TrainConfig
 from milepost.training.trainer import TurnSample, micro_batches, padded_tokens, update
 
@@ -115,3 +116,55 @@ def test_micro_batches_keep_to_the_budget_and_bucket_by_length(tiny: Any) -> Non
     assert totals == sorted(totals, key=max, reverse=True)
     padded = sum(padded_tokens(part) for part in parts)
     assert padded < padded_tokens(samples) / 2  # the whole minibatch pads every row to 120 columns
+
+
+class _RankOfTwo:
+    """Rank ``rank`` of a simulated two-rank world for ``update``'s FSDP hooks: FSDP's own pure ``share``, ``split``
+    and ``micro_steps``; ``reduce_stats`` records what it was asked to sum (one process: nothing to add)."""
+
+    world = 2
+    share = FSDP.share
+    split = FSDP.split
+    micro_steps = FSDP.micro_steps
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.reduced: list[tuple[dict[str, float], tuple[str, ...]]] = []
+
+    def reduce_stats(self, stats: dict[str, float], sums: tuple[str, ...]) -> dict[str, float]:
+        self.reduced.append((dict(stats), sums))
+        return dict(stats)
+
+
+def test_a_short_rank_pads_with_zero_weight_steps_and_takes_its_scaled_share(tiny: Any) -> None:
+    # Three rows, one per micro-batch (budget 1): rank 0's share holds 2, rank 1's 1, so rank 1 runs one padding
+    # step whose gradient must be exactly zero, and its loss is scaled by N * len(local) / len(batch) = 2 / 3.
+    samples = _samples(tiny, [(3, 2), (40, 60), (5, 9)], seed=3)
+    cfg = _cfg(1)
+    rank = _RankOfTwo(1)
+    net = copy.deepcopy(tiny)
+    stats = update(net, torch.optim.SGD(net.parameters(), lr=0.1), samples, cfg, 0, random.Random(1), fsdp=rank)
+    assert stats["micro_steps"] == 2 and stats["padding_micro_steps"] == 1 and stats["turns"] == 1
+    assert len(rank.reduced) == 1
+    reduced, sums = rank.reduced[0]
+    assert sums == ("loss", "kept", "weight", "turns", "tokens", "padding") and reduced["padding"] == 1
+    # The same rank's share alone, unscaled: parameter moves differ exactly by the scale.
+    order = list(range(len(samples)))
+    random.Random(1).shuffle(order)
+    local = [samples[i] for i in order][1::2]
+    _, alone = _step(tiny, local, cfg)
+    base = tiny.state_dict()
+    for name, value in net.state_dict().items():
+        moved, moved_alone = value - base[name], alone[name] - base[name]
+        assert torch.allclose(moved, moved_alone * (2 / 3), rtol=0.0, atol=1e-6), name  # moves ~1e-2
+
+
+def test_a_rank_left_without_turns_counts_nothing_and_moves_nothing(tiny: Any) -> None:
+    samples = _samples(tiny, [(6, 4)], seed=4)
+    rank = _RankOfTwo(1)  # one row for two ranks: rank 1 runs it at scale 0
+    net = copy.deepcopy(tiny)
+    stats = update(net, torch.optim.SGD(net.parameters(), lr=0.1), samples, _cfg(0), 0, random.Random(1), fsdp=rank)
+    assert stats["turns"] == 0 and stats["tokens"] == 0 and stats["micro_steps"] == 1
+    assert rank.reduced[0][0]["kept"] == 0 and rank.reduced[0][0]["weight"] == 0
+    for name, value in net.state_dict().items():
+        assert torch.equal(value, tiny.state_dict()[name]), name
