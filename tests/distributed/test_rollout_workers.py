@@ -74,9 +74,11 @@ def test_two_rollout_workers_train_like_one_process(tiny_model_dir: Path, data4:
     from safetensors.torch import load_file
 
     # Behaviour log-probs computed in another batch differ in the last bits, and AdamW magnifies that for the
-    # elements whose gradient is near zero (it divides by the gradient's own size): 99% of the weights agree to
-    # 1e-4 (99.65% measured; steps of lr 0.05 move them by up to 0.1), the largest gap stays below one step.
+    # elements whose gradient is near zero (it divides by the gradient's own size): 98% of the weights agree to
+    # 1e-4 (99.65% measured before the micro-batched update, 98.95% after it on 2026-12-01: the chunked
+    # log-probs sum in another order; 57% was seen once on a machine at load 17, so this stays a quiet-machine
+    # test), the largest gap stays below one step.
     wa, wb = load_file(local / "model.safetensors"), load_file(remote / "model.safetensors")
     close = sum(int(((wa[k] - wb[k]).abs() <= 1e-4).sum()) for k in wa)
-    assert close >= 0.99 * sum(v.numel() for v in wa.values())
+    assert close >= 0.98 * sum(v.numel() for v in wa.values())
     assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 0.05
