@@ -41,6 +41,7 @@ from milepost.io import atomic_write_json, atomic_write_text
 from milepost.rewards.milestone import segment_ends
 from milepost.rewards.shaping import progress_labels, shaped_rewards
 from milepost.training.config import TrainConfig
+from milepost.training.critics import kendall_tau_b
 from milepost.training.estimators import (
     distance_advantages,
     gigpo_advantages,
@@ -183,25 +184,6 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     if sx == 0 or sy == 0:
         return math.nan
     return float(((rx - rx.mean()) * (ry - ry.mean())).mean() / (sx * sy))
-
-
-def kendall_tau_b(x: np.ndarray, y: np.ndarray, block: int = 1024) -> float:
-    """Kendall's tau-b over all pairs, in row blocks so memory stays O(block * n); NaN when either is constant."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    n = len(x)
-    s = tx = ty = 0.0
-    for lo in range(0, n, block):
-        hi = min(n, lo + block)
-        with np.errstate(invalid="ignore"):  # inf - inf is nan: equal -inf values are a tie (sign 0)
-            dx = np.nan_to_num(np.sign(x[lo:hi, None] - x[None, :]), nan=0.0)  # (b, n)
-            dy = np.nan_to_num(np.sign(y[lo:hi, None] - y[None, :]), nan=0.0)
-        upper = np.arange(lo, hi)[:, None] < np.arange(n)[None, :]
-        s += float((dx * dy)[upper].sum())
-        tx += float((dx != 0)[upper].sum())
-        ty += float((dy != 0)[upper].sum())
-    if tx == 0 or ty == 0:
-        return math.nan
-    return s / math.sqrt(tx * ty)
 
 
 def sign_agreement(adv: np.ndarray, delta: np.ndarray) -> dict[str, float]:

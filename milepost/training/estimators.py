@@ -178,21 +178,14 @@ def anchor_group_sizes(episodes: Sequence[Episode]) -> list[int]:
     return sorted(sizes.values())
 
 
-def grpo_advantages(episodes: Sequence[Episode], outcomes: Sequence[float], eps: float = 1e-6) -> list[torch.Tensor]:
+def grpo_advantages(episodes: Sequence[Episode], outcomes: Sequence[float]) -> list[torch.Tensor]:
     """GRPO-style outcome normalisation: A_i = (R_i - mean_g R) / (std_g R + eps) over the episodes of task g
-    (population std, as ``returns.normalise``), the same for every turn of episode i; 0 for a group of one."""
+    (``returns.normalise`` per group: population std, 0 for a group of one), the same for every turn of episode i."""
     if len(outcomes) != len(episodes):
         raise ValueError("need one outcome per episode")
-    by_task: dict[str, list[int]] = defaultdict(list)
-    for i, ep in enumerate(episodes):
-        by_task[ep.task_id].append(i)
-    adv = [0.0] * len(episodes)
-    for members in by_task.values():
-        scores = torch.tensor([float(outcomes[i]) for i in members], dtype=torch.float64)
-        if len(members) > 1:
-            centred = (scores - scores.mean()) / (scores.std(unbiased=False) + eps)
-            for i, a in zip(members, centred.tolist()):
-                adv[i] = a
+    ids = sorted({ep.task_id for ep in episodes})
+    groups = torch.tensor([ids.index(ep.task_id) for ep in episodes])
+    adv = normalise(torch.tensor([float(r) for r in outcomes], dtype=torch.float64), groups).tolist()
     return [torch.full((len(ep.turns),), adv[i], dtype=torch.float32) for i, ep in enumerate(episodes)]
 
 
