@@ -57,7 +57,11 @@ def world_size() -> int:
 def decoder_layers(model: Any) -> list[torch.nn.Module]:
     """The decoder layers of an HF causal LM (``model.model.layers`` for Qwen3 / Llama, found generically)."""
     base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
-    for module in base.modules():
+    # A multimodal model (Gemma 3, Qwen2-VL) also holds its vision tower's layers, which come first in
+    # ``modules()``: search the text decoder that transformers' ``PreTrainedModel.get_decoder`` finds
+    # (language_model / text_model / decoder; modeling_utils.py), and the whole model when there is none.
+    decoder = base.get_decoder() if callable(getattr(base, "get_decoder", None)) else base
+    for module in decoder.modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) and type(module[0]).__name__.endswith("Layer"):
             return list(module)
     raise InputError(f"FSDP: no decoder layers found in {type(base).__name__}")
