@@ -172,7 +172,8 @@ def original_text(state: ShopState, rich: bool = False) -> str:
     if not rich:
         return " [SEP] ".join(text.strip() for _, text in pieces)
     chosen = {v for v in state.selection if v is not None} if state.page == ITEM else set()
-    top, body = [], []
+    top: list[str] = []
+    body: list[str] = []
     for kind, text in pieces:
         if kind == "button":
             body.append(f"[button] {text} [button_]")

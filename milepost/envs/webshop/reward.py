@@ -36,8 +36,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from rapidfuzz import fuzz
-from rapidfuzz.utils import default_process
+from milepost.errors import InputError
 
 if TYPE_CHECKING:
     from milepost.envs.webshop.catalogue import Product
@@ -156,9 +155,20 @@ Tagger = Callable[[str], list[str]]
 """Lower-cased tokens of a title that are tagged NOUN or PROPN (WebShop's ``pos_ in ('PNOUN', 'NOUN', 'PROPN')``)."""
 
 
+@functools.lru_cache(maxsize=1)
+def _token_set_ratio() -> Callable[[str, str], float]:
+    try:
+        from rapidfuzz import fuzz  # the webshop extra; only the webshop profile's reward needs it
+        from rapidfuzz.utils import default_process
+    except ImportError:
+        raise InputError("the webshop profile's reward needs rapidfuzz: pip install 'milepost[webshop]'") from None
+    return functools.partial(fuzz.token_set_ratio, processor=default_process)
+
+
+@functools.lru_cache(maxsize=65536)
 def fuzzy_ratio(a: object, b: object) -> int:
     """thefuzz's ``token_set_ratio(a, b)`` (``str()`` of a non-string, full processing, rounded)."""
-    return round(fuzz.token_set_ratio(str(a), str(b), processor=default_process))
+    return round(_token_set_ratio()(str(a), str(b)))
 
 
 def normalize_color(value: str) -> str:
