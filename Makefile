@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[ml,serve,dev,web,track,hf,trl,skyrl]" "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[ml,serve,dev,web,track,hf,trl,skyrl,webshop]" "$(TORCH)"
 	touch $(STAMP)
 
 install: $(STAMP)

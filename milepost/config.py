@@ -101,6 +101,10 @@ class EnvConfig:
     subgoals: list[str] = field(default_factory=lambda: ["boxes"])
     """Sudoku subgoal kinds: boxes, rows, cols"""
     reward: RewardWeights = field(default_factory=RewardWeights)
+    profile: str = "milepost"
+    """web shop: milepost (default: exact-match reward, search only from the search page, rejected actions penalised
+    with feedback, 15 turns per item) | webshop (princeton-nlp/WebShop's reward, rules and text); see
+    milepost/envs/webshop/profile.py. Other environments have only milepost"""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -124,6 +128,9 @@ class EnvConfig:
             raise ValueError(f"env.render: {self.render!r} is not one of {', '.join(known)} for {self.name}")
         if self.wrong_fill not in ("dead_end", "continue"):
             raise ValueError(f"env.wrong_fill: {self.wrong_fill!r} is not one of dead_end, continue")
+        profiles = ("milepost", "webshop") if self.name == "webshop" else ("milepost",)
+        if self.profile not in profiles:
+            raise ValueError(f"env.profile: {self.profile!r} is not one of {', '.join(profiles)} for {self.name}")
         bad = sorted(set(self.subgoals) - {"boxes", "rows", "cols"})
         if bad or not self.subgoals:
             raise ValueError(f"env.subgoals: must be a non-empty subset of boxes, rows, cols (got {self.subgoals})")
@@ -132,6 +139,8 @@ class EnvConfig:
         """The flat keyword arguments of the environment constructor."""
         kwargs = dataclasses.asdict(self)
         kwargs.pop("name")
+        if self.name != "webshop":
+            kwargs.pop("profile")  # a web-shop setting; the other environments have one set of rules
         kwargs["reward_weights"] = kwargs.pop("reward")
         return kwargs
 

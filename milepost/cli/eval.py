@@ -81,6 +81,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--macro-k", type=int, default=None)
     p.add_argument("--macro-n", type=int, default=None)
     p.add_argument("--render", default=None, help="Sudoku renderer: grid | cells | candidates | hints | hints_tail")
+    p.add_argument(
+        "--profile",
+        choices=("milepost", "webshop"),
+        default=None,
+        help="web shop: milepost (default) | webshop (princeton-nlp/WebShop's reward, rules and text)",
+    )
     p.add_argument("--memory-k", type=int, default=2, help="K: turns kept in memory")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-p", type=float, default=1.0)
@@ -114,9 +120,11 @@ def run(args: argparse.Namespace) -> int:
     from milepost.evaluation.runner import EvalSpec, evaluate
 
     env_kwargs: dict[str, Any] = {}
-    for key in ("max_steps", "action_mode", "macro_k", "macro_n", "render"):
+    for key in ("max_steps", "action_mode", "macro_k", "macro_n", "render", "profile"):
         if getattr(args, key) is not None:
             env_kwargs[key] = getattr(args, key)
+    if args.profile is not None and args.env != "webshop":
+        raise InputError(f"--profile is a web-shop option; {args.env} has one set of rules")
     try:
         settings = AgentSettings(
             memory_k=args.memory_k,

@@ -25,6 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--action-mode", default="atomic", help="atomic | flexible | fixed | slide")
     p.add_argument("--macro-k", type=int, default=None, help="flexible mode: actions per turn at most")
     p.add_argument("--render", default=None, help="Sudoku renderer: grid | cells | candidates | hints | hints_tail")
+    p.add_argument(
+        "--profile",
+        choices=("milepost", "webshop"),
+        default=None,
+        help="web shop: milepost (default) | webshop (princeton-nlp/WebShop's reward, rules and text)",
+    )
     p.set_defaults(func=run)
 
 
@@ -32,9 +38,11 @@ def run(args: argparse.Namespace) -> int:
     if args.env not in ENVS:
         raise InputError(f"unknown environment {args.env!r} (known: {', '.join(ENVS.names())})")
     kwargs: dict[str, object] = {"level": args.level, "action_mode": args.action_mode}
-    for key in ("size", "max_steps", "macro_k", "render"):
+    for key in ("size", "max_steps", "macro_k", "render", "profile"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
+    if args.profile is not None and args.env != "webshop":
+        raise InputError(f"--profile is a web-shop option; {args.env} has one set of rules")
     env = make_env(args.env, **kwargs)
     if isinstance(sys.stdin, io.TextIOWrapper):
         # Bytes that are not UTF-8 (a binary file piped in) become a format error, not a UnicodeDecodeError.

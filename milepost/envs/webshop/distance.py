@@ -16,6 +16,10 @@ a target), so with U the items still unmet
 where ``first_j`` is the cost of buying j from the current page (the minimum over staying on the target's page,
 going back to the results it came from, and ``Back to Search``). With U empty, ``Checkout`` remains (one click
 from the search page, two from elsewhere). A cart holding a line no item wants is a dead end (no distance).
+
+Under a profile that searches from any page (``webshop``), the fresh search costs ``c_j`` from every page instead
+of ``1 + c_j`` (no ``Back to Search`` first); pages past the last results page (``Next >`` is always shown there)
+are ``|target page - page|`` clicks of ``< Prev`` from the target's page like any other.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ class DistanceModel:
 
     def first(self, state: ShopState, j: int) -> int:
         """Actions to add (or buy) item j starting from the current page."""
-        back = 1 + self.from_search[j]
+        back = (0 if self.order.profile.search_anywhere else 1) + self.from_search[j]
         page = state.page
         if page == SEARCH:
             return self.from_search[j]

@@ -9,6 +9,7 @@ from milepost.config import RewardWeights
 from milepost.envs.actions import ActionMode
 from milepost.envs.base import TextEnv
 from milepost.envs.levels import DEFAULT_LEVELS, get_level
+from milepost.envs.webshop.profile import DEFAULT_PROFILE, UNBOUNDED_STEPS, get_profile
 from milepost.envs.webshop.render import RENDER_MODES
 from milepost.envs.webshop.rules import WebShopRules
 from milepost.envs.webshop.state import MAX_ITEMS, Action
@@ -16,7 +17,7 @@ from milepost.envs.webshop.tasks import DEFAULT_CATALOGUE_SEED, DEFAULT_CATALOGU
 from milepost.errors import InputError
 from milepost.types import StepInfo, Task
 
-# Turns per item ordered: WebShop's episodes allow 15 actions for one item.
+# Turns per item ordered under the milepost profile (WebShop's text env has no budget; its baselines use 100).
 BUDGET_PER_ITEM = 15
 _SAMPLE_TRIES = 2000
 
@@ -25,13 +26,15 @@ class WebShopEnv(TextEnv[Any, Action]):
     """The generated web shop as a Gymnasium text environment.
 
     A purchase ends the episode: ``terminated`` with ``solved`` when it is exactly the order, else ``dead_end``
-    with WebShop's partial credit as the ``outcome`` term (a cart line no item wants is a dead end too, since
+    with the profile's partial credit as the ``outcome`` term (a cart line no item wants is a dead end too, since
     lines cannot be removed). ``truncated`` = the budget H_max ran out.
 
     Args:
         size: items per order (1-4).
         level: goal-distance range used when ``reset`` gets no task (default: the first default level of size).
-        max_steps: H_max (default 15 per item).
+        max_steps: H_max (default: the profile's, 15 per item under ``milepost``, none under ``webshop``).
+        profile: ``milepost`` (default) | ``webshop``: reward, rules and observation strings
+            (``milepost.envs.webshop.profile``).
         action_mode: ``atomic`` | ``flexible`` (up to ``macro_k``) | ``fixed`` (``macro_n``).
         render: ``text`` (WebShop's text mode) | ``text_rich``; ``grid`` (the config default) means ``text``.
         catalogue_seed, catalogue_size: the catalogue that generated tasks use.
@@ -57,7 +60,9 @@ class WebShopEnv(TextEnv[Any, Action]):
         wrong_fill: str = "dead_end",
         allow_overwrite: bool = False,
         subgoals: Sequence[str] = ("boxes",),
+        profile: str = DEFAULT_PROFILE,
     ) -> None:
+        shop_profile = get_profile(profile)
         if not 1 <= size <= MAX_ITEMS:
             raise InputError(f"webshop: size is the number of items per order, 1-{MAX_ITEMS}, not {size}")
         render = "text" if render == "grid" else render
@@ -78,17 +83,21 @@ class WebShopEnv(TextEnv[Any, Action]):
         self.catalogue_seed = catalogue_seed
         self.catalogue_size = catalogue_size
         self.render_name = render
+        self.profile = shop_profile.name
         mode = ActionMode(action_mode, macro_k, macro_n)
 
         def make_rules(task: Task) -> WebShopRules:
             if task.env != "webshop":
                 raise InputError(f"task {task.task_id} is a {task.env} task, not webshop")
-            return WebShopRules(task, action_mode=mode, render=render)
+            return WebShopRules(task, action_mode=mode, render=render, profile=shop_profile)
 
+        if max_steps is None:
+            per_item = shop_profile.budget_per_item
+            max_steps = UNBOUNDED_STEPS if per_item is None else per_item * size
         super().__init__(
             make_rules,
             self.sample_task,
-            max_steps=max_steps if max_steps is not None else BUDGET_PER_ITEM * size,
+            max_steps=max_steps,
             action_mode=mode,
             reward_weights=reward_weights,
             observe=observe,

@@ -1,4 +1,6 @@
-"""Purchase requirements: WebShop-style instructions, the uniqueness check, and WebShop's reward with exact matching.
+"""Purchase requirements: WebShop-style instructions, the uniqueness check, and the exact-match reward of the
+``milepost`` profile (WebShop's formula with exact matching and a flat type score; the ``webshop`` profile's
+reward, WebShop's own, is ``milepost.envs.webshop.reward``).
 
 A requirement names a product type, 1-3 attributes, one value per option dimension of the target and a price
 limit. It is accepted only when the target is the one catalogue product that satisfies it (so success is
@@ -10,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import permutations
 from typing import Any
@@ -49,8 +51,9 @@ class Requirement:
         return self.score(product, selection) == 1.0
 
     def score(self, product: Product, selection: Selection) -> float:
-        """WebShop's reward with exact matching: the share of matched attributes, options and the price
-        condition, times a type score (1 for the same product type, 0.5 for the same category, else 0)."""
+        """The ``milepost`` profile's reward: WebShop's formula with exact matching, the share of matched
+        attributes, options and the price condition, times a flat type score (1 for the same product type, 0.5
+        for the same category, else 0) where WebShop uses query, category and title-noun overlap."""
         if product.ptype == self.ptype:
             r_type = 1.0
         elif product.category == self.category:
@@ -163,15 +166,22 @@ def instruction_text(reqs: Sequence[Requirement]) -> str:
     return f"i need to buy these {len(reqs)} items: {items}"
 
 
+ItemScore = Callable[[Requirement, Product, Selection], float]
+
+
+def exact_score(req: Requirement, product: Product, selection: Selection) -> float:
+    return req.score(product, selection)
+
+
 def order_score(
-    catalogue: Catalogue, reqs: Sequence[Requirement], lines: Sequence[Line]
+    catalogue: Catalogue, reqs: Sequence[Requirement], lines: Sequence[Line], item_score: ItemScore = exact_score
 ) -> tuple[float, list[int | None]]:
-    """WebShop's reward for a multi-item purchase: the best one-to-one assignment of bought lines to items,
-    the mean item score over ``max(items, lines)`` (extra lines dilute it). Returns the score and, per item,
-    the index of the line assigned to it (None when no line is)."""
+    """The reward of a multi-item purchase (WebShop buys one item; this extends its per-item reward): the best
+    one-to-one assignment of bought lines to items, the mean ``item_score`` over ``max(items, lines)`` (extra
+    lines dilute it). Returns the score and, per item, the index of the line assigned to it (None when none)."""
     k = len(reqs)
     n = len(lines)
-    scores = [[r.score(catalogue.products[p], sel) for p, sel in lines] for r in reqs]
+    scores = [[item_score(r, catalogue.products[p], sel) for p, sel in lines] for r in reqs]
     best, best_assign = -1.0, list[int | None]([None] * k)
     # Slots n.. stand for "no line"; orders are at most 4 items and a cart at most 5 lines (a wrong line ends the
     # episode), so this is at most 9*8*7*6 assignments. The first best one in itertools order wins ties.

@@ -13,7 +13,7 @@ from typing import Any
 
 from milepost.envs.actions import ActionMode
 from milepost.envs.webshop.rules import WebShopRules
-from milepost.envs.webshop.state import ADD, BACK, BUY, CHECKOUT, NEXT, PREV, SEARCH, TABS, Action, ShopState
+from milepost.envs.webshop.state import ADD, BACK, BUY, CHECKOUT, NEXT, PREV, TABS, Action, ShopState
 from milepost.types import Task
 
 
@@ -63,10 +63,10 @@ def oracle_sequence(rules: WebShopRules, count: int | None, **style: Any) -> lis
 
 
 def illegal(rules: WebShopRules, rng: random.Random, **style: Any) -> str:
-    """A well-formed action the page refuses: a search away from the search page, or a click on something this
-    page does not show."""
+    """A well-formed action the page refuses: a search away from the search page (where the profile refuses it), or
+    a click on something this page does not show (under the ``webshop`` profile it is a silent no-op)."""
     state = rules.state
-    if state.page != SEARCH and rng.random() < 0.3:
+    if not state.can_search() and rng.random() < 0.3:
         return f"search[{rules.order.items[0].query}]"
     shown = set(state.clickables())
     pool = [v for v in (BUY, ADD, CHECKOUT, NEXT, PREV, BACK, *TABS) if v not in shown]

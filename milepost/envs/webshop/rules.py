@@ -7,15 +7,17 @@ from collections.abc import Callable
 from milepost.envs.actions import ActionMode
 from milepost.envs.webshop.distance import DistanceModel
 from milepost.envs.webshop.goal import Requirement, get_shop
+from milepost.envs.webshop.profile import MILEPOST, Profile
 from milepost.envs.webshop.render import TEXTBOX, elements, render_text
 from milepost.envs.webshop.state import ADD, BUY, CHECKOUT, ITEM, TAB, Action, Order, ShopState, parse_action
 from milepost.errors import InputError
 from milepost.types import Subgoal, Task
 
 SUBGOAL_KINDS = ("search", "open", "options", "cart")
+NOOP = "noop"  # the kind of an Action that the webshop profile turns into a silent no-op
 
 
-def order_of(task: Task) -> Order:
+def order_of(task: Task, profile: Profile = MILEPOST) -> Order:
     """The shop and items of a web-shop task's payload.
 
     Raises:
@@ -33,7 +35,7 @@ def order_of(task: Task) -> Order:
     for req in reqs:
         if req.product_id not in shop.catalogue.by_id:
             raise InputError(f"task {task.task_id}: product {req.product_id} is not in catalogue {seed}/{size}")
-    return Order(shop, reqs)
+    return Order(shop, reqs, profile)
 
 
 def _searched(target: int) -> Callable[[ShopState], bool]:
@@ -111,9 +113,12 @@ def make_subgoals(order: Order, model: DistanceModel) -> tuple[list[Subgoal], di
 class WebShopRules:
     """The per-task rules object that ``TextEnv`` composes (see ``milepost.envs.base.Rules``)."""
 
-    def __init__(self, task: Task, *, action_mode: ActionMode, render: str = "text") -> None:
+    def __init__(
+        self, task: Task, *, action_mode: ActionMode, render: str = "text", profile: Profile = MILEPOST
+    ) -> None:
         self.task = task
-        self.order = order_of(task)
+        self.profile = profile
+        self.order = order_of(task, profile)
         self.action_mode = action_mode
         self.render_mode = render
         self.state = ShopState(self.order)
@@ -122,13 +127,17 @@ class WebShopRules:
         self._distance: int | None = self.goal_distance
         self.subgoals, self._kinds = make_subgoals(self.order, self.model)
         self._last = Action("click", "")  # the plain form of the last applied action
+        self.noop_reason: str | None = None  # why the last action was a silent no-op (webshop profile)
 
     # -- Rules protocol ------------------------------------------------------------------------------------
 
     def parse(self, piece: str) -> Action | None:
         action = parse_action(piece)
         if action is not None and action.ref and self.render_mode != "accessibility":
-            return None  # element numbers exist only in the accessibility-tree observation
+            action = None  # element numbers exist only in the accessibility-tree observation
+        if action is None and self.profile.silent_invalid:
+            # WebShop's text env performs nothing for text it cannot parse (reward 0, no feedback).
+            return Action(NOOP, piece[:200])
         return action
 
     def resolve(self, action: Action) -> Action | str:
@@ -150,11 +159,25 @@ class WebShopRules:
         return Action("click", value) if value else f"[{action.ref}] {role} {name[:40]!r} is not clickable"
 
     def check(self, action: Action) -> str | None:
+        if action.kind == NOOP:
+            return None if self.profile.silent_invalid else f"cannot parse action {action.value[:60]!r}"
         plain = self.resolve(action)
-        return plain if isinstance(plain, str) else self.state.why_illegal(plain)
+        why = plain if isinstance(plain, str) else self.state.why_illegal(plain)
+        return None if self.profile.silent_invalid else why
 
     def apply(self, action: Action) -> bool:
+        """Apply a legal action; under a profile with ``silent_invalid`` an illegal one changes nothing (its reason
+        kept in ``noop_reason``). Returns whether the action brought the purchase closer."""
+        self.noop_reason = None
+        if action.kind == NOOP:
+            self.noop_reason = f"cannot parse action {action.value[:60]!r}"
+            return False
         plain = self.resolve(action)
+        if self.profile.silent_invalid:
+            why = plain if isinstance(plain, str) else self.state.why_illegal(plain)
+            if why is not None:
+                self.noop_reason = why
+                return False
         if isinstance(plain, str):
             raise ValueError(plain)
         self._last = plain
@@ -173,6 +196,8 @@ class WebShopRules:
         return self._distance
 
     def touched_subgoals(self, action: Action) -> list[int]:
+        if self.noop_reason is not None:
+            return []
         action = self._last if action.ref else action  # called right after apply
         kinds = self._kinds
         if action.kind == "search":
@@ -183,11 +208,15 @@ class WebShopRules:
         return kinds["open"] + kinds["options"]
 
     def format_action(self, action: Action) -> str:
+        if self.noop_reason is not None:
+            return f"{action.value if action.kind == NOOP else action.text()} (no-op)"
         return self._last.text() if action.ref else action.text()
 
     def render(self, feedback: str | None) -> str:
         page = render_text(self.state, self.render_mode)
-        return page if feedback is None else f"{page}\nLast action rejected: {feedback}"
+        if feedback is None or self.profile.silent_invalid:
+            return page  # WebShop shows no feedback
+        return f"{page}\nLast action rejected: {feedback}"
 
     def goal_text(self) -> str:
         mode = self.action_mode
@@ -205,6 +234,20 @@ class WebShopRules:
             if self.render_mode == "accessibility"
             else ""
         )
+        if self.profile.silent_invalid:
+            cart = (
+                " Add to Cart adds the open product with the selected options and returns to the search page; Buy "
+                "Now buys the cart plus the open product; Checkout (search page) buys the cart."
+                if self.order.has_cart
+                else " Buy Now buys the open product with the selected options and ends the episode."
+            )
+            return (
+                f"You are shopping in a web store. Instruction: {self.order.instruction()}. Actions: search[QUERY] "
+                "on any page; click[VALUE] where VALUE is a clickable of the current page (a product id, an option "
+                "value, Next >, < Prev, Back to Search, Description, Features, Reviews, Buy Now"
+                f"{', Add to Cart, Checkout' if self.order.has_cart else ''}).{cart} An action the page cannot "
+                f"take does nothing.{refs} {how}"
+            )
         return (
             f"You are shopping in a web store. Instruction: {self.order.instruction()}. Actions: search[QUERY] on "
             "the search page; click[VALUE] where VALUE is a clickable of the current page (a product id, an option "

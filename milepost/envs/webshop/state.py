@@ -6,6 +6,10 @@ the ``Description`` / ``Features`` / ``Reviews`` tabs, ``Add to Cart``, ``Buy No
 results) and ``tab`` (``< Prev`` back to the item). ``Add to Cart`` adds the open product with its selected
 options and returns to the search page; ``Buy Now`` buys the cart plus the open product; ``Checkout`` buys the
 cart. Either purchase ends the episode. Option values start unselected when a product is opened from the results.
+
+The order's ``Profile`` changes three rules (``search[...]`` from any page, ``Next >`` on every results page, the
+cart buttons only for orders of several items under the ``webshop`` profile) and the purchase's credit. States do
+not render: ``milepost.envs.webshop.render`` reads them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import NamedTuple, Self
 
 from milepost.envs.webshop.catalogue import Product
 from milepost.envs.webshop.goal import Line, Requirement, Selection, Shop, instruction_text, order_score
+from milepost.envs.webshop.profile import MILEPOST, Profile
+from milepost.envs.webshop.reward import original_score
 from milepost.envs.webshop.search import PAGE_SIZE
 
 SEARCH, RESULTS, ITEM, TAB, DONE = "search", "results", "item", "tab", "done"
@@ -78,6 +84,13 @@ class Order:
 
     shop: Shop
     items: tuple[Requirement, ...]
+    profile: Profile = MILEPOST
+
+    @property
+    def has_cart(self) -> bool:
+        """Whether the pages show ``Add to Cart`` / ``Checkout`` (always, except one-item orders under a profile
+        whose pages are WebShop's, which has no cart)."""
+        return len(self.items) > 1 or not self.profile.original_text
 
     @property
     def targets(self) -> tuple[int, ...]:
@@ -106,7 +119,8 @@ class ShopState:
     ``cart`` the lines added so far, ``purchased`` the bought lines once the episode's purchase happened.
     """
 
-    __slots__ = ("cart", "order", "page", "page_no", "product", "purchased", "query", "results", "selection", "tab")
+    __slots__ = ("cart", "order", "page", "page_no", "product", "purchased", "query", "results", "selection", "tab",
+                 "visited")  # fmt: skip
 
     def __init__(self, order: Order) -> None:
         self.order = order
@@ -119,6 +133,9 @@ class ShopState:
         self.tab = ""
         self.cart: tuple[Line, ...] = ()
         self.purchased: tuple[Line, ...] | None = None
+        # Products opened so far (WebShop's text_rich marks their ids as clicked); it changes no future, so it is
+        # not part of ``key``.
+        self.visited: frozenset[int] = frozenset()
 
     # -- game-state API ------------------------------------------------------------------------------------
 
@@ -131,7 +148,7 @@ class ShopState:
             out = [BACK]
             if self.page_no > 0:
                 out.append(PREV)
-            if (self.page_no + 1) * PAGE_SIZE < len(self.results):
+            if self.has_next_page():
                 out.append(NEXT)
             products = self.order.shop.catalogue.products
             out.extend(products[i].pid for i in self.page_results())
@@ -140,7 +157,7 @@ class ShopState:
             out = [BACK, PREV]
             for _, values in self.open_product().options:
                 out.extend(values)
-            out.extend((*TABS, ADD, BUY))
+            out.extend((*TABS, ADD, BUY) if self.order.has_cart else (*TABS, BUY))
             return out
         if page == TAB:
             return [BACK, PREV]
@@ -148,15 +165,24 @@ class ShopState:
 
     def legal_actions(self) -> list[Action]:
         """Every legal action, with the canonical queries standing for the (unbounded) search box."""
-        acts = [Action("search", q) for q in self.order.queries] if self.page == SEARCH else []
+        acts = [Action("search", q) for q in self.order.queries] if self.can_search() else []
         return acts + [Action("click", v) for v in self.clickables()]
+
+    def can_search(self) -> bool:
+        """Whether ``search[...]`` works here: on the search page, or on any page but the last under a profile
+        that searches from anywhere."""
+        return self.page == SEARCH or (self.order.profile.search_anywhere and self.page != DONE)
+
+    def has_next_page(self) -> bool:
+        """Whether the results page shows ``Next >``: while results remain, or always (``next_on_last_page``)."""
+        return self.order.profile.next_on_last_page or (self.page_no + 1) * PAGE_SIZE < len(self.results)
 
     def why_illegal(self, action: Action) -> str | None:
         """Why ``action`` cannot be taken on this page, or None when it can."""
         if self.page == DONE:
             return "the purchase is made; nothing more can be done"
         if action.kind == "search":
-            if self.page != SEARCH:
+            if not self.can_search():
                 return f"search[...] works only on the search page (click[{BACK}] first)"
             if not action.value.strip():
                 return "search[...] needs a query"
@@ -186,6 +212,7 @@ class ShopState:
             self.query = action.value
             self.results = self.order.shop.index.search(action.value)
             self.page, self.page_no = RESULTS, 0
+            self.product, self.selection, self.tab = -1, (), ""
             return
         value = self.resolve_click(action.value)
         assert value is not None  # checked by why_illegal
@@ -206,6 +233,7 @@ class ShopState:
                 self.page_no -= 1
             else:
                 self.product = self.order.shop.catalogue.by_id[value]
+                self.visited = self.visited | {self.product}
                 self.selection = (None,) * len(self.open_product().options)
                 self.page = ITEM
         elif page == ITEM:
@@ -237,11 +265,6 @@ class ShopState:
         for name in ShopState.__slots__:
             setattr(other, name, getattr(self, name))
         return other
-
-    def render_text(self) -> str:
-        from milepost.envs.webshop.render import render_text
-
-        return render_text(self)
 
     # -- helpers -------------------------------------------------------------------------------------------
 
@@ -283,10 +306,19 @@ class ShopState:
         return self.wrong_lines(self.cart)
 
     def outcome(self) -> float:
-        """WebShop's partial-credit reward of the purchase (0 before one)."""
+        """The purchase's partial credit (0 before one): the exact-match score, or WebShop's own reward under a
+        profile with ``original_reward``; either way the best assignment of bought lines to items."""
         if self.purchased is None:
             return 0.0
-        return order_score(self.order.shop.catalogue, self.order.items, self.purchased)[0]
+        catalogue = self.order.shop.catalogue
+        if not self.order.profile.original_reward:
+            return order_score(catalogue, self.order.items, self.purchased)[0]
+        products = catalogue.products
+
+        def score(req: Requirement, product: Product, selection: Selection) -> float:
+            return original_score(req, products[catalogue.by_id[req.product_id]], product, selection)
+
+        return order_score(catalogue, self.order.items, self.purchased, score)[0]
 
     def key(self) -> tuple[object, ...]:
         """Everything that decides the future (the breadth-first search's visited key)."""
