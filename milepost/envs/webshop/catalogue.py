@@ -430,6 +430,13 @@ def _generate_v2(seed: int, size: int, difficulty: str) -> list[Product]:
         members = [base] + [_near_miss_v2(rng, base, hard) for _ in range(rng.randint(1, 3))]
         members += [_twin_v2(rng, base) for _ in range(rng.randint(5, 12) if hard else rng.randint(0, 3))]
         rng.shuffle(members)  # the base is not always first, so ties in search do not favour it
+        seen: set[tuple[object, ...]] = set()
+        unique = []
+        for m in members:  # two siblings drawn alike (the rating aside) would be one product twice
+            if (key := (*m[:7], m[8])) not in seen:
+                seen.add(key)
+                unique.append(m)
+        members = unique
         for cat_name, ptype, brand, style, attrs, options, price, rating, title in members:
             if len(products) >= size:
                 break
