@@ -125,7 +125,11 @@ def serve(
         from milepost.serve.runner import bind_socket, is_loopback, serve_forever
     except ImportError as exc:
         raise InputError(f"the web shop needs the serve and web extras (fastapi, uvicorn, jinja2): {exc}") from None
-    app = create_app(task, replay, allowed_hosts=allowed_hosts, **({"explain": explain} if explain else {}))
+    app = (
+        create_app(task, replay, allowed_hosts=allowed_hosts)
+        if explain is None
+        else create_app(task, replay, allowed_hosts=allowed_hosts, explain=explain)
+    )
     if not is_loopback(host):
         print(f"milepost: warning: serving the shop on {host}: anyone who can reach it can use it", file=sys.stderr)
     sock = bind_socket(host, port)  # "on http://..." only once the port is ours

@@ -392,7 +392,7 @@ def _higher(rng: random.Random, price: int) -> int:
 
 def _twin_v2(rng: random.Random, base: _V2) -> _V2:
     """A sibling with the base's title, brand and attributes that differs only in its option values or price."""
-    cat_name, ptype, brand, style, attrs, options, price, rating, title = base
+    cat_name, ptype, brand, style, attrs, options, price, _, title = base
     if options and rng.random() < 0.6:
         options = _other_values(rng, ptype, options)
     else:

@@ -75,7 +75,12 @@ def build_dataset(
             index = 2 * draw + parity
             draw += 1
             task = generate_task(
-                seed, index, k, catalogue_seed=catalogue_seed, catalogue_size=catalogue_size, pool=pools[split],
+                seed,
+                index,
+                k,
+                catalogue_seed=catalogue_seed,
+                catalogue_size=catalogue_size,
+                pool=pools[split],
                 difficulty=difficulty,
             )
             if task is None:
@@ -158,8 +163,11 @@ def build_original_dataset(
         "goal_distance": "shortest number of actions; searches from the canonical query, the instruction's "
         "attributes joined by spaces",
         "split_rule": f"targets from disjoint ASINs (test share {TEST_SHARE})",
-        "instructions": {"read": len(loaded.goals) + sum(loaded.skipped.values()), "tasks": len(loaded.goals),
-                         "skipped": dict(loaded.skipped.most_common())},  # fmt: skip
+        "instructions": {
+            "read": len(loaded.goals) + sum(loaded.skipped.values()),
+            "tasks": len(loaded.goals),
+            "skipped": dict(loaded.skipped.most_common()),
+        },
         "levels": dict(sorted(levels.items(), key=lambda kv: int(kv[0].split("-")[0]))),
         "counts": {split: len(tasks) for split, tasks in splits.items()},
     }

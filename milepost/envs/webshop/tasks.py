@@ -24,8 +24,8 @@ from milepost.envs.webshop.catalogue import CATALOGUE_VERSION, DIFFICULTIES
 from milepost.envs.webshop.distance import INF, DistanceModel
 from milepost.envs.webshop.goal import Requirement, Shop, instruction_text, make_requirement
 from milepost.envs.webshop.sources import generated_shop
-from milepost.envs.webshop.vocab import ATTRIBUTE_PHRASES, TYPE_PHRASES
 from milepost.envs.webshop.state import MAX_ITEMS, Order
+from milepost.envs.webshop.vocab import ATTRIBUTE_PHRASES, TYPE_PHRASES
 from milepost.errors import InputError
 from milepost.types import Task
 

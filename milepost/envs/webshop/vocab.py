@@ -17,6 +17,7 @@ _PET_COLORS = ("brown", "grey", "blue", "orange", "green")
 
 # Product type -> its option dimensions (dimension -> values, in page order). No value repeats across the
 # dimensions of one type, so a click on a value names one dimension.
+# ruff: noqa: E501 - one line per product type reads as a table
 TYPE_OPTIONS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "tee": (("size", _SIZES), ("color", _CLOTH_COLORS)),
     "hoodie": (("size", _SIZES), ("color", _CLOTH_COLORS)),

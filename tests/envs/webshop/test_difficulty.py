@@ -3,6 +3,7 @@ same-title siblings, and a goal distance that stays exact (closed form against b
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -99,7 +100,7 @@ def test_same_title_siblings_differ_only_in_options_or_price(difficulty: str) ->
     for p in catalogue.products:
         by_title.setdefault((p.family, p.title), []).append(p.index)
     for members in by_title.values():
-        for a, b in zip(members, members[1:]):
+        for a, b in itertools.pairwise(members):
             pa, pb = catalogue.products[a], catalogue.products[b]
             if pa.attributes == pb.attributes and pa.brand == pb.brand:
                 assert (pa.options, pa.price) != (pb.options, pb.price)
@@ -158,7 +159,10 @@ def test_data_webshop_difficulty_writes_checked_records(tmp_path: Path, capsys: 
     assert manifest["difficulty"] == "hard" and "--difficulty hard" in manifest["command"]
     bad = tasks[0]
     bad.payload["difficulty"] = "brutal"
-    assert check_record(bad) == ("payload", "webshop payload: difficulty must be one of easy, medium, hard, not 'brutal'")
+    assert check_record(bad) == (
+        "payload",
+        "webshop payload: difficulty must be one of easy, medium, hard, not 'brutal'",
+    )
     with pytest.raises(InputError, match="difficulty"):
         generate_task(0, 0, 1, difficulty="brutal")
     with pytest.raises(SystemExit):  # argparse's choices

@@ -42,10 +42,20 @@ def write_fixture(folder: Path) -> Path:
     """Six products (two of them near-identical shirts told apart by color), their attributes and instructions."""
     folder.mkdir(parents=True, exist_ok=True)
     products = [
-        _product("B000SHIRT1", "Acme Men's Cotton Shirt Long Sleeve", "men's shirts", "$24.99",
-                 {"Color": ["Black", "Navy/White"], "Size": ["Large", "X-Large"]}),  # fmt: skip
-        _product("B000SHIRT2", "Acme Men's Cotton Shirt Long Sleeve", "men's shirts", "$24.99",
-                 {"Color": ["Grey", "Red"], "Size": ["Large", "X-Large"]}),  # fmt: skip
+        _product(
+            "B000SHIRT1",
+            "Acme Men's Cotton Shirt Long Sleeve",
+            "men's shirts",
+            "$24.99",
+            {"Color": ["Black", "Navy/White"], "Size": ["Large", "X-Large"]},
+        ),
+        _product(
+            "B000SHIRT2",
+            "Acme Men's Cotton Shirt Long Sleeve",
+            "men's shirts",
+            "$24.99",
+            {"Color": ["Grey", "Red"], "Size": ["Large", "X-Large"]},
+        ),
         _product("B000SOCKS1", "Trail Wool Socks for Hiking", "men's socks", "$9.99 - $14.99", {"Size": ["M", "L"]}),
         _product("B000CAPS01", "Sun Cap with Wide Brim", "sun hats", "", None),
         _product("B000JACKT1", "Caf\u00e9 Rain Jacket [Waterproof]", "rain jackets", "$59.00", {"color": ["Olive"]}),
@@ -173,5 +183,5 @@ def test_a_moved_catalogue_file_is_a_one_line_error(tmp_path: Path) -> None:
     out = tmp_path / "data"
     assert main(["data", "webshop", "--from-webshop", str(src), "--out", str(out)]) == 0
     (out / "catalogue.json").unlink()
-    with pytest.raises(InputError, match="catalogue file .* not found"):
+    with pytest.raises(InputError, match=r"catalogue file .* not found"):
         load_tasks(out, "train")

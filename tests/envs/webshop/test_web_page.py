@@ -120,11 +120,11 @@ def test_replay_lists_each_steps_action_and_reasoning(one_item_tasks: list[Task]
     client = replay_page(task, answers, explain)
     page = html.unescape(client.get("/").text)
     assert f"Replay next step ({len(answers)} left)" in page
-    assert f"next: <code>{actions[0]}</code> <span class=\"reasoning\">(thinking: step 0 thought) because 0." in page
+    assert f'next: <code>{actions[0]}</code> <span class="reasoning">(thinking: step 0 thought) because 0.' in page
     for _ in answers:
         page = client.post("/replay/next").text
     steps = section(page, "steps")
     for n, action in enumerate(actions):
-        assert f"<code>{action}</code> <span class=\"reasoning\">- (thinking: step {n} thought) because {n}." in steps
+        assert f'<code>{action}</code> <span class="reasoning">- (thinking: step {n} thought) because {n}.' in steps
     assert "try a button that is not there." in steps and "(rejected:" in steps  # a refused step, explained
     assert steps.count('class="step"') == len(answers)
