@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +106,16 @@ def replay_texts(path: str, task: Task, line: int | None) -> list[str]:
     return [str(turn.get("text", "")) for turn in turns]
 
 
-def serve(task: Task, replay: list[str] | None, host: str, port: int, allowed_hosts: Sequence[str] = ()) -> int:
-    """Serve ``task``'s shop (with ``replay``'s answers behind "Replay next step") until interrupted.
+def serve(
+    task: Task,
+    replay: list[str] | None,
+    host: str,
+    port: int,
+    allowed_hosts: Sequence[str] = (),
+    explain: Callable[[str], tuple[str, str]] | None = None,
+) -> int:
+    """Serve ``task``'s shop (with ``replay``'s answers behind "Replay next step") until interrupted; ``explain``
+    splits an answer into its action and reasoning for the page's list of steps (default: the shop's own).
 
     Raises:
         InputError: one line, for missing extras, a port outside 0..65535, a busy port or an unknown address.
@@ -117,7 +125,11 @@ def serve(task: Task, replay: list[str] | None, host: str, port: int, allowed_ho
         from milepost.serve.runner import bind_socket, is_loopback, serve_forever
     except ImportError as exc:
         raise InputError(f"the web shop needs the serve and web extras (fastapi, uvicorn, jinja2): {exc}") from None
-    app = create_app(task, replay, allowed_hosts=allowed_hosts)
+    app = (
+        create_app(task, replay, allowed_hosts=allowed_hosts)
+        if explain is None
+        else create_app(task, replay, allowed_hosts=allowed_hosts, explain=explain)
+    )
     if not is_loopback(host):
         print(f"milepost: warning: serving the shop on {host}: anyone who can reach it can use it", file=sys.stderr)
     sock = bind_socket(host, port)  # "on http://..." only once the port is ours

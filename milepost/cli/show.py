@@ -1,7 +1,8 @@
 """``milepost show EPISODES.jsonl`` (or ``milepost show RUN_DIR``): replay an episode in the terminal, turn by turn.
 
 ``--web`` serves a web-shop episode in the shop's web page instead (as ``milepost shop --replay`` does), where
-"Replay next step" applies its turns one by one. The task comes from ``--data`` (default: the dataset and split
+"Replay next step" applies its turns one by one and the page lists each step's action with the agent's reasoning
+(and the next step's before it is applied). The task comes from ``--data`` (default: the dataset and split
 that the evaluation folder's ``metrics.json`` names).
 """
 
@@ -54,6 +55,15 @@ def web_task(args: argparse.Namespace, task_id: str) -> Task:
     return tasks[0]
 
 
+def explain(answer: str) -> tuple[str, str]:
+    """An answer's action and the agent's reasoning (its think block and REASON), for the web page's steps."""
+    from milepost.agent.parsing import parse_answer
+
+    said = parse_answer(answer)
+    reasoning = " ".join(x for x in (f"(thinking: {said.think})" if said.think else "", said.reason) if x)
+    return said.action or answer.strip(), reasoning
+
+
 def run(args: argparse.Namespace) -> int:
     from milepost.errors import InputError
     from milepost.io import read_jsonl
@@ -80,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.web:
         from milepost.cli.shop import serve
 
-        return serve(web_task(args, ep.task_id), [turn.text for turn in ep.turns], args.host, args.port)
+        return serve(web_task(args, ep.task_id), [turn.text for turn in ep.turns], args.host, args.port,
+                     explain=explain)  # fmt: skip
     print(
         f"task {ep.task_id} | level {ep.level} | goal distance {ep.goal_distance} | policy {ep.policy} | "
         f"sample {ep.sample} | seed {ep.seed}"

@@ -1,6 +1,10 @@
 """The generated product catalogue: vocabularies, products in near-miss families, and their page text.
 
-Everything comes from a seed (no downloads). Products are made in families: a base product and 1-4 near-miss
+Everything comes from a seed (no downloads). ``difficulty`` picks the generator: ``easy`` is the original one
+(titles from one template, option dimensions per category, page text restating the attributes); ``medium`` and
+``hard`` take options per product type, six title templates and page text in other words (``vocab``), and add
+siblings that share the base product's title and differ only in their option values or price (``hard``: more of
+them, and titles that show at most one attribute). Products are made in families: a base product and 1-4 near-miss
 siblings of the same type that differ in exactly one way (one attribute swapped, one option value missing, or a
 higher price), so every product that becomes a purchase target has distractors that a sloppy agent would buy.
 Bullet points, descriptions and reviews are derived from the product's fields when a page shows them, so a
@@ -13,9 +17,11 @@ import functools
 import random
 from dataclasses import dataclass
 
+from milepost.envs.webshop.vocab import ATTRIBUTE_PHRASES, BLURBS, TITLE_TEMPLATES, TYPE_OPTIONS, USES
 from milepost.errors import InputError
 
 CATALOGUE_VERSION = 1
+DIFFICULTIES = ("easy", "medium", "hard")
 MIN_PRODUCTS = 50
 MAX_PRODUCTS = 100_000
 
@@ -116,10 +122,11 @@ def product_id(index: int, seed: int) -> str:
 
 class Product:
     """One catalogue product. ``options`` maps each option dimension the product has to its offered values;
-    ``price`` is in cents (exact comparisons against price limits)."""
+    ``price`` is in cents (exact comparisons against price limits). ``variant`` is the catalogue's difficulty,
+    which decides how the page text reads; ``title`` defaults to the easy catalogue's template."""
 
     __slots__ = ("attributes", "brand", "category", "family", "index", "options", "pid", "price", "ptype", "rating",
-                 "style", "title")  # fmt: skip
+                 "style", "title", "variant")  # fmt: skip
 
     def __init__(
         self,
@@ -134,6 +141,9 @@ class Product:
         price: int,
         rating: float,
         family: int,
+        *,
+        title: str | None = None,
+        variant: str = "easy",
     ) -> None:
         self.index = index
         self.pid = pid
@@ -146,8 +156,11 @@ class Product:
         self.price = price
         self.rating = rating
         self.family = family
-        words = " ".join(a.title() for a in attributes)
-        self.title = f"{brand} {style.title()} {words} {ptype.title()}"
+        self.variant = variant
+        if title is None:
+            words = " ".join(a.title() for a in attributes)
+            title = f"{brand} {style.title()} {words} {ptype.title()}"
+        self.title = title
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -161,12 +174,21 @@ class Product:
 
     def bullets(self) -> list[str]:
         """Feature bullet points (the Features tab)."""
+        if self.variant != "easy":
+            # Each attribute in other words (a paraphrase the index picks), then one line about the range.
+            out = [f"{_paraphrase(a, self.index).capitalize()}." for a in self.attributes]
+            out.append(BLURBS[self.category][self.index % len(BLURBS[self.category])])
+            return out
         out = [f"{a.capitalize()}: {_phrase(a, self.index)}" for a in self.attributes]
         out.append(f"A {self.style} {self.ptype} from {self.brand}, part of our {self.category} range.")
         return out
 
     def description(self) -> str:
         """The Description tab."""
+        if self.variant != "easy":
+            blurb = BLURBS[self.category][(self.index + 1) % len(BLURBS[self.category])]
+            said = " and ".join(_paraphrase(a, self.index + 1) for a in self.attributes[:2])
+            return f"Meet the {self.brand} {self.ptype}: {said}. {blurb} Backed by {self.brand}'s 30-day promise."
         attrs = ", ".join(self.attributes[:-1]) + (" and " if len(self.attributes) > 1 else "") + self.attributes[-1]
         return (
             f"The {self.brand} {self.style} {self.ptype} is {attrs}. Designed for everyday use and backed by "
@@ -180,11 +202,21 @@ class Product:
         return [f"{stars} stars: {rng.choice(_PRAISE)}.", f"{max(1, stars - 1)} stars: {rng.choice(_COMPLAINT)}."]
 
     def search_text(self) -> str:
-        """What the search index reads: title, attributes, type and category."""
-        return f"{self.title} {' '.join(self.attributes)} {self.ptype} {self.category}"
+        """What the search index reads: title, attributes, type and category (medium and hard: and, as WebShop's
+        search documents, the description, the features and the option values)."""
+        text = f"{self.title} {' '.join(self.attributes)} {self.ptype} {self.category}"
+        if self.variant != "easy":
+            values = " ".join(v for _, vs in self.options for v in vs)
+            text += f" {self.description()} {' '.join(self.bullets())} {values}"
+        return text
 
     def __repr__(self) -> str:
         return f"Product({self.pid}, {self.title!r})"
+
+
+def _paraphrase(attribute: str, index: int) -> str:
+    phrases = ATTRIBUTE_PHRASES.get(attribute, (attribute,))
+    return phrases[index % len(phrases)]
 
 
 _PHRASES = ("for all-day comfort", "tested for quality", "a customer favourite", "made to last", "easy to use")
@@ -195,14 +227,30 @@ def _phrase(attribute: str, index: int) -> str:
 
 
 class Catalogue:
-    """``size`` products generated from ``seed``; ``by_type`` lists product indices per product type."""
+    """``size`` products generated from ``seed`` at ``difficulty``; ``by_type`` lists product indices per product
+    type. ``source`` is empty for a generated catalogue and names the files of a loaded one (``from_products``)."""
 
-    def __init__(self, seed: int, size: int) -> None:
+    def __init__(self, seed: int, size: int, difficulty: str = "easy") -> None:
         if not MIN_PRODUCTS <= size <= MAX_PRODUCTS:
             raise InputError(f"catalogue size must be in {MIN_PRODUCTS}-{MAX_PRODUCTS}, got {size}")
+        if difficulty not in DIFFICULTIES:
+            raise InputError(f"webshop: difficulty must be one of {', '.join(DIFFICULTIES)}, not {difficulty!r}")
         self.seed = seed
         self.size = size
-        self.products: list[Product] = _generate(seed, size)
+        self.difficulty = difficulty
+        self.source = ""
+        self._index(_generate(seed, size) if difficulty == "easy" else _generate_v2(seed, size, difficulty))
+
+    @classmethod
+    def from_products(cls, products: list[Product], source: str) -> Catalogue:
+        """A catalogue of given products (``products[i].index == i``), e.g. WebShop's data loaded from files."""
+        self = object.__new__(cls)
+        self.seed, self.size, self.difficulty, self.source = 0, len(products), "easy", source
+        self._index(products)
+        return self
+
+    def _index(self, products: list[Product]) -> None:
+        self.products: list[Product] = products
         self.by_id = {p.pid: p.index for p in self.products}
         self.by_type: dict[str, list[int]] = {}
         for p in self.products:
@@ -216,9 +264,9 @@ class Catalogue:
 
 
 @functools.lru_cache(maxsize=4)
-def get_catalogue(seed: int, size: int) -> Catalogue:
-    """The catalogue of (seed, size), cached: every task of a dataset shares one."""
-    return Catalogue(seed, size)
+def get_catalogue(seed: int, size: int, difficulty: str = "easy") -> Catalogue:
+    """The catalogue of (seed, size, difficulty), cached: every task of a dataset shares one."""
+    return Catalogue(seed, size, difficulty)
 
 
 def _generate(seed: int, size: int) -> list[Product]:
@@ -282,3 +330,120 @@ def _near_miss(rng: random.Random, base: _Fields) -> _Fields:
     else:
         price = price + max(100, int(price * rng.uniform(0.1, 0.6)) // 100 * 100)
     return (cat_name, ptype, brand, rng.choice(STYLES), attrs, options, price, rating)
+
+
+# -- medium and hard ------------------------------------------------------------------------------------------
+
+_V2 = tuple[str, str, str, str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], int, float, str]
+_BARE_TITLES = ("{brand} {style} {ptype}", "{ptype} by {brand} ({style})", "{brand} {ptype}, {style} Edition")
+
+
+def _title(rng: random.Random, brand: str, style: str, attrs: tuple[str, ...], ptype: str, cat: str, hard: bool) -> str:
+    """A title from one of the templates, showing some of the attributes (hard: at most one)."""
+    shown = list(attrs)
+    rng.shuffle(shown)
+    shown = shown[: rng.randint(0, 1)] if hard else shown[: rng.randint(1, len(shown))]
+    words = {"brand": brand, "style": style.title(), "ptype": ptype.title(), "use": USES[cat]}
+    if not shown:
+        return rng.choice(_BARE_TITLES).format(**words)
+    template = rng.choice(TITLE_TEMPLATES)
+    sep = " " if template.startswith("{brand} {style}") or "{attrs} {ptype}" in template else ", "
+    return template.format(attrs=sep.join(a.title() for a in shown), **words)
+
+
+def _options_v2(rng: random.Random, ptype: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    dims = TYPE_OPTIONS[ptype]
+    n_dims = min(len(dims), rng.choices((0, 1, 2), weights=(1, 4, 5))[0])
+    keep = set(rng.sample(range(len(dims)), n_dims))
+    out = []
+    for k, (dim, values) in enumerate(dims):
+        if k in keep:
+            chosen = set(rng.sample(values, rng.randint(2, min(5, len(values)))))
+            out.append((dim, tuple(v for v in values if v in chosen)))
+    return tuple(out)
+
+
+def _base_v2(rng: random.Random, hard: bool) -> _V2:
+    cat = rng.choice(CATEGORIES)
+    ptype = rng.choice(cat.types)
+    attrs = tuple(sorted(rng.sample(cat.attributes, rng.randint(2, 4))))
+    lo, hi = cat.price
+    price = int(rng.uniform(lo, hi) * 100) // 100 * 100 + rng.choice((99, 49, 95, 0))
+    rating = rng.choice((3.0, 3.5, 4.0, 4.0, 4.5, 4.5, 5.0))
+    brand, style = rng.choice(BRANDS), rng.choice(STYLES)
+    title = _title(rng, brand, style, attrs, ptype, cat.name, hard)
+    return (cat.name, ptype, brand, style, attrs, _options_v2(rng, ptype), price, rating, title)
+
+
+def _other_values(rng: random.Random, ptype: str, options: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple:
+    """``options`` with one dimension's offer changed: one value dropped, and a value not offered added."""
+    k = rng.randrange(len(options))
+    dim, values = options[k]
+    full = dict(TYPE_OPTIONS[ptype])[dim]
+    missing = rng.choice(values)
+    spare = [v for v in full if v not in values]
+    kept = [v for v in values if v != missing] + ([rng.choice(spare)] if spare else [])
+    return (*options[:k], (dim, tuple(v for v in full if v in kept)), *options[k + 1 :])
+
+
+def _higher(rng: random.Random, price: int) -> int:
+    return price + max(100, int(price * rng.uniform(0.1, 0.6)) // 100 * 100)
+
+
+def _twin_v2(rng: random.Random, base: _V2) -> _V2:
+    """A sibling with the base's title, brand and attributes that differs only in its option values or price."""
+    cat_name, ptype, brand, style, attrs, options, price, _, title = base
+    if options and rng.random() < 0.6:
+        options = _other_values(rng, ptype, options)
+    else:
+        price = _higher(rng, price)
+    return (cat_name, ptype, brand, style, attrs, options, price, rng.choice((3.5, 4.0, 4.5)), title)
+
+
+def _near_miss_v2(rng: random.Random, base: _V2, hard: bool) -> _V2:
+    """A sibling of the same type that differs in one attribute, option offer or price, under its own title."""
+    cat_name, ptype, brand, style, attrs, options, price, rating, _ = base
+    cat = next(c for c in CATEGORIES if c.name == cat_name)
+    kind = rng.choice(["attribute", "price"] + (["option"] if options else []))
+    if rng.random() < 0.5:
+        brand = rng.choice(BRANDS)
+    if kind == "attribute":
+        drop = rng.choice(attrs)
+        new = rng.choice([a for a in cat.attributes if a not in attrs])
+        attrs = tuple(sorted([a for a in attrs if a != drop] + [new]))
+    elif kind == "option":
+        options = _other_values(rng, ptype, options)
+    else:
+        price = _higher(rng, price)
+    style = rng.choice(STYLES)
+    title = _title(rng, brand, style, attrs, ptype, cat_name, hard)
+    return (cat_name, ptype, brand, style, attrs, options, price, rating, title)
+
+
+def _generate_v2(seed: int, size: int, difficulty: str) -> list[Product]:
+    hard = difficulty == "hard"
+    rng = random.Random(f"webshop-catalogue:{CATALOGUE_VERSION}:{difficulty}:{seed}")
+    products: list[Product] = []
+    family = 0
+    while len(products) < size:
+        base = _base_v2(rng, hard)
+        members = [base] + [_near_miss_v2(rng, base, hard) for _ in range(rng.randint(1, 3))]
+        members += [_twin_v2(rng, base) for _ in range(rng.randint(5, 12) if hard else rng.randint(0, 3))]
+        rng.shuffle(members)  # the base is not always first, so ties in search do not favour it
+        seen: set[tuple[object, ...]] = set()
+        unique = []
+        for m in members:  # two siblings drawn alike (the rating aside) would be one product twice
+            if (key := (*m[:7], m[8])) not in seen:
+                seen.add(key)
+                unique.append(m)
+        members = unique
+        for cat_name, ptype, brand, style, attrs, options, price, rating, title in members:
+            if len(products) >= size:
+                break
+            index = len(products)
+            products.append(
+                Product(index, product_id(index, seed), cat_name, ptype, brand, style, attrs, options, price, rating,
+                        family, title=title, variant=difficulty)
+            )  # fmt: skip
+        family += 1
+    return products

@@ -7,9 +7,9 @@ results page of any query the distance uses the results actually shown.
 Closed form. ``Add to Cart`` always lands on the search page, so after the first item every item i left to buy
 costs ``c_i = 3 + p_i + o_i`` from the search page: one search, ``p_i`` clicks of ``Next >`` (``p_i`` = the best
 results page of the target over the canonical queries, 0-based), one click on the product, ``o_i`` option clicks
-(one per option dimension), and ``Add to Cart`` (or ``Buy Now`` for the last item). Only the first item can use
-where the shopper stands now (an open target with some options set, a results list holding a target, the tab of
-a target), so with U the items still unmet
+(one per option the item names; generated items name every dimension of the target), and ``Add to Cart`` (or
+``Buy Now`` for the last item). Only the first item can use where the shopper stands now (an open target with some
+options set, a results list holding a target, the tab of a target), so with U the items still unmet
 
     d = sum_{i in U} c_i + min_{j in U} (first_j - c_j)
 
@@ -39,8 +39,7 @@ class DistanceModel:
     def __init__(self, order: Order) -> None:
         self.order = order
         self.targets = order.targets
-        catalogue = order.shop.catalogue
-        self.n_options = [len(catalogue.products[t].options) for t in self.targets]
+        self.n_options = [len(req.options) for req in order.items]  # clicks: one per option the item names
         index = order.shop.index
         self.best_page: list[int] = []
         for t in self.targets:

@@ -28,7 +28,8 @@ MAX_PRICE_LIMIT = 1e9  # dollars; far above any catalogue price, and exact in ce
 
 @dataclass(frozen=True)
 class Requirement:
-    """One item of an order. ``price_limit`` is in cents; ``query`` is the canonical search query."""
+    """One item of an order. ``price_limit`` is in cents; ``query`` is the canonical search query; ``text``, when
+    set, is the item's instruction in other words (a paraphrase, or a person's instruction from WebShop's data)."""
 
     product_id: str
     ptype: str
@@ -37,9 +38,12 @@ class Requirement:
     options: tuple[tuple[str, str], ...]
     price_limit: int
     query: str
+    text: str = ""
 
     def phrase(self) -> str:
-        """The instruction text of this item (WebShop's wording)."""
+        """The instruction text of this item (``text``, else WebShop's wording)."""
+        if self.text:
+            return self.text
         attrs = " and ".join(self.attributes)
         text = f"a {self.ptype} that is {attrs}"
         if self.options:
@@ -67,7 +71,7 @@ class Requirement:
         return r_type * hits / (len(self.attributes) + len(self.options) + 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "product_id": self.product_id,
             "product_type": self.ptype,
             "category": self.category,
@@ -76,6 +80,9 @@ class Requirement:
             "price_limit": self.price_limit / 100,
             "query": self.query,
         }
+        if self.text:
+            out["text"] = self.text
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Requirement:
@@ -100,6 +107,7 @@ class Requirement:
                 options=tuple((str(d), str(v)) for d, v in dict(data["options"]).items()),
                 price_limit=round(price * 100),
                 query=str(data["query"]),
+                text=str(data.get("text", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"webshop item: malformed requirement ({exc})") from None
@@ -161,7 +169,7 @@ def make_requirement(shop: Shop, target: Product, rng: random.Random, tries: int
 def instruction_text(reqs: Sequence[Requirement]) -> str:
     """The whole order as WebShop-style text."""
     if len(reqs) == 1:
-        return f"i am looking for {reqs[0].phrase()}"
+        return reqs[0].text or f"i am looking for {reqs[0].phrase()}"
     items = "; ".join(f"({i}) {r.phrase()}" for i, r in enumerate(reqs, 1))
     return f"i need to buy these {len(reqs)} items: {items}"
 

@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 from milepost.envs.actions import ActionMode
 from milepost.envs.webshop.distance import DistanceModel
-from milepost.envs.webshop.goal import Requirement, get_shop
+from milepost.envs.webshop.goal import Requirement
 from milepost.envs.webshop.profile import MILEPOST, Profile
 from milepost.envs.webshop.render import TEXTBOX, elements, render_text
+from milepost.envs.webshop.sources import shop_for
 from milepost.envs.webshop.state import ADD, BUY, CHECKOUT, ITEM, TAB, Action, Order, ShopState, parse_action
 from milepost.errors import InputError
 from milepost.types import Subgoal, Task
@@ -24,17 +25,18 @@ def order_of(task: Task, profile: Profile = MILEPOST) -> Order:
         InputError: a payload without the catalogue fields or items, or naming a product the catalogue lacks.
     """
     payload = task.payload if isinstance(task.payload, dict) else {}
-    try:
-        seed, size, items = int(payload["catalogue_seed"]), int(payload["catalogue_size"]), payload["items"]
-    except (KeyError, TypeError, ValueError):
-        raise InputError(f"task {task.task_id}: payload needs catalogue_seed, catalogue_size and items") from None
+    items = payload.get("items")
     if not isinstance(items, list) or not items:
         raise InputError(f"task {task.task_id}: payload items must be a non-empty list")
     reqs = tuple(Requirement.from_dict(item) for item in items)
-    shop = get_shop(seed, size)
+    try:
+        shop = shop_for(payload)  # a generated catalogue (seed, size, difficulty) or a loaded WebShop one
+    except InputError as exc:
+        raise InputError(f"task {task.task_id}: {exc}") from None
     for req in reqs:
         if req.product_id not in shop.catalogue.by_id:
-            raise InputError(f"task {task.task_id}: product {req.product_id} is not in catalogue {seed}/{size}")
+            name = shop.catalogue.source or f"{shop.catalogue.seed}/{shop.catalogue.size}"
+            raise InputError(f"task {task.task_id}: product {req.product_id} is not in catalogue {name}")
     return Order(shop, reqs, profile)
 
 

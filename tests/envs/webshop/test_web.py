@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 import importlib
 import os
 import shutil
@@ -209,6 +210,12 @@ def test_show_web_replays_an_evaluated_episode_in_the_page(tmp_path: Path, monke
         assert snapshot["solved"] == row["success"]
         assert snapshot["total_reward"] == pytest.approx(sum(t["reward"] for t in row["turns"]))
         assert [e["new_subgoals"] for e in snapshot["events"]] == [t["new_subgoals"] for t in row["turns"]]
+        # The page lists each replayed step: the action applied and the agent's REASON beside it.
+        steps = html.unescape(client.get("/").text.split('id="steps"')[1].split("</ol>")[0])
+        for turn in row["turns"]:
+            reason = turn["text"].split("REASON:")[1].split("ACTION:")[0].strip() if "REASON:" in turn["text"] else ""
+            applied = ", ".join(turn["actions"]) or "nothing"
+            assert f"<code>{applied}</code>" + (f' <span class="reasoning">- {reason}' if reason else "") in steps
     assert any(any(t["error"] for t in row["turns"]) for row in rows)  # errors were replayed too
 
 

@@ -21,15 +21,18 @@ import re
 import secrets
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jinja2
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from milepost.envs.actions import action_segment
 from milepost.envs.base import MAX_ACTION_CHARS
+from milepost.envs.webshop.catalogue import Product
 from milepost.envs.webshop.env import WebShopEnv
+from milepost.envs.webshop.goal import Selection
 from milepost.envs.webshop.html.template import PAGE
 from milepost.envs.webshop.search import PAGE_SIZE
 from milepost.envs.webshop.state import ITEM, RESULTS, TAB, ShopState
@@ -42,6 +45,18 @@ MAX_SESSIONS = 64
 MAX_HISTORY = 1000  # events kept per episode; the step budget ends an episode long before
 
 
+Explain = Callable[[str], tuple[str, str]]  # an answer text -> (its action, its reasoning)
+
+
+def literal_explain(answer: str) -> tuple[str, str]:
+    """An answer's action (after its last ``ACTION:`` tag) and, as its reasoning, the text before that tag as
+    written. ``milepost show --web`` passes the agent's own answer parser instead (the environment layer does
+    not import the agent layer)."""
+    segment = action_segment(answer)
+    head = answer[: len(answer) - len(segment)] if segment != answer else ""
+    return segment.strip(), head.removesuffix(head[-7:] if head[-7:].lower() == "action:" else "").strip()
+
+
 def element_id(value: str) -> str:
     """The HTML id of the button for clickable ``value`` (``Next >`` -> ``click-next``)."""
     return "click-" + ("-".join(re.findall(r"[a-z0-9]+", value.lower())) or "x")
@@ -50,8 +65,15 @@ def element_id(value: str) -> str:
 class ShopSession:
     """One episode of a task in the web shop: the env, its last step info and the events so far."""
 
-    def __init__(self, task: Task, replay: Sequence[str] | None = None, max_history: int = MAX_HISTORY) -> None:
+    def __init__(
+        self,
+        task: Task,
+        replay: Sequence[str] | None = None,
+        max_history: int = MAX_HISTORY,
+        explain: Explain = literal_explain,
+    ) -> None:
         self.task = task
+        self.explain = explain
         self.env = WebShopEnv(size=task.size)
         self.replay = list(replay) if replay is not None else None
         self.max_history = max_history
@@ -72,8 +94,10 @@ class ShopSession:
         self.total_reward += reward
         self.over = terminated or truncated
         self.info = info
+        _, reasoning = self.explain(action)
         self.events.append({"action": action, "reward": reward, "new_subgoals": list(info["new_subgoals"]),
-                            "error": info["error"]})  # fmt: skip
+                            "error": info["error"], "applied": list(info["actions"]),
+                            "reasoning": reasoning})  # fmt: skip
         del self.events[: -self.max_history]
         return info
 
@@ -101,10 +125,12 @@ class ShopSession:
     def context(self) -> dict[str, Any]:
         state: ShopState = self.env.state
         products = state.order.shop.catalogue.products
+        done = set(self.info["subgoals_completed"])
         ctx: dict[str, Any] = {
             "page": state.page,
             "instruction": state.order.instruction(),
-            "cart": [products[p].pid for p, _ in state.cart],
+            "cart": [_line(products[p], sel) for p, sel in state.cart],
+            "cart_total": _dollars(sum(products[p].price for p, _ in state.cart)),
             "feedback": self.info["error"],
             "ids": {v: element_id(v) for v in state.clickables()},
             "steps": self.info["steps"],
@@ -112,10 +138,20 @@ class ShopSession:
             "done_subgoals": len(self.info["subgoals_completed"]),
             "num_subgoals": self.info["num_subgoals"],
             "remaining": self.info["remaining_distance"],
+            "subgoals": [(g.description, g.index in done) for g in self.env.subgoals],
+            "history": [
+                {"n": n, "applied": ", ".join(e["applied"]) or "nothing", "answer": e["action"],
+                 "reasoning": e["reasoning"], "error": e["error"], "reward": e["reward"]}
+                for n, e in enumerate(self.events, self.info["steps"] - len(self.events) + 1)
+            ],
             "over": self.over,
             "reason": self.info["termination_reason"],
             "replay_left": None if self.replay is None else len(self.replay) - self.replay_pos,
-        }
+            "replay_next": None,
+        }  # fmt: skip
+        if self.replay is not None and self.replay_pos < len(self.replay) and not self.over:
+            action, reasoning = self.explain(self.replay[self.replay_pos])
+            ctx["replay_next"] = {"action": action, "reasoning": reasoning}
         if state.page == RESULTS:
             ctx.update(
                 query=state.query, page_no=state.page_no, total=len(state.results), has_prev=state.page_no > 0,
@@ -134,6 +170,18 @@ class ShopSession:
         return ctx
 
 
+def _dollars(cents: int) -> str:
+    return f"${cents // 100}.{cents % 100:02d}"
+
+
+def _line(product: Product, selection: Selection) -> dict[str, str]:
+    """A cart line as a person reads it: the product's name and id, the options chosen, the price."""
+    chosen = ", ".join(f"{d}: {v}" for d, v in zip(product.dims, selection) if v is not None)
+    if not chosen:
+        chosen = "no options selected" if product.options else "no options"
+    return {"title": product.title, "pid": product.pid, "options": chosen, "price": product.price_text()}
+
+
 def create_app(
     task: Task,
     replay: Sequence[str] | None = None,
@@ -143,6 +191,7 @@ def create_app(
     max_action_chars: int = MAX_ACTION_CHARS,
     max_sessions: int = MAX_SESSIONS,
     max_history: int = MAX_HISTORY,
+    explain: Explain = literal_explain,
 ) -> FastAPI:
     """The FastAPI app of one task's shop, one episode per client (see the module docstring for the checks).
 
@@ -155,6 +204,7 @@ def create_app(
         max_action_chars: longer actions (or search queries) get a 400.
         max_sessions: episodes kept at once; a new client beyond them replaces the least recently used.
         max_history: events of an episode kept for ``/state.json``.
+        explain: splits an answer into its action and the agent's reasoning, for the page's list of steps.
 
     Raises:
         ValueError: when a limit is not positive.
@@ -208,7 +258,7 @@ def create_app(
             sessions.move_to_end(key)
             return sessions[key], None
         key = secrets.token_urlsafe(16)
-        sessions[key] = ShopSession(task, replay, max_history)
+        sessions[key] = ShopSession(task, replay, max_history, explain)
         while len(sessions) > max_sessions:
             sessions.popitem(last=False)
         return sessions[key], key
