@@ -23,6 +23,12 @@ from typing import Any
 from milepost.errors import InputError
 from milepost.types import Task
 
+# Literal lists keep `milepost --help` from importing the web shop; tests/cli/test_shop_options.py checks them
+# against milepost.envs.webshop's DIFFICULTIES and PROFILES.
+DIFFICULTIES = ("easy", "medium", "hard")
+PROFILES = ("milepost", "webshop")
+DEFAULT_PROFILE = "milepost"
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("shop", help="serve a web-shop task as a web page", description=__doc__)
@@ -37,6 +43,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--items", type=int, default=1, help="generated task: items per order (default 1)")
     p.add_argument("--level", default=None, help="generated task: goal-distance level, e.g. 3-5")
     p.add_argument("--seed", type=int, default=0, help="generated task: seed (default 0)")
+    p.add_argument(
+        "--difficulty",
+        choices=DIFFICULTIES,
+        default="easy",
+        help="generated task: instructions and catalogue (default easy; see milepost data webshop --difficulty)",
+    )
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=DEFAULT_PROFILE,
+        help=f"the shop's reward and rules (default {DEFAULT_PROFILE}; webshop: princeton-nlp/WebShop's)",
+    )
     p.add_argument("--replay", default=None, help="episodes.jsonl of an eval run to step through")
     p.add_argument("--episode", type=int, default=None, help="line of --replay (default: the first of the task)")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
@@ -71,7 +89,7 @@ def pick_task(args: argparse.Namespace) -> Task:
         return task
     from milepost.envs.webshop import WebShopEnv
 
-    return WebShopEnv(size=args.items, level=args.level).sample_task(args.seed)
+    return WebShopEnv(size=args.items, level=args.level, difficulty=args.difficulty).sample_task(args.seed)
 
 
 def replay_texts(path: str, task: Task, line: int | None) -> list[str]:
@@ -113,6 +131,7 @@ def serve(
     port: int,
     allowed_hosts: Sequence[str] = (),
     explain: Callable[[str], tuple[str, str]] | None = None,
+    profile: str = DEFAULT_PROFILE,
 ) -> int:
     """Serve ``task``'s shop (with ``replay``'s answers behind "Replay next step") until interrupted; ``explain``
     splits an answer into its action and reasoning for the page's list of steps (default: the shop's own).
@@ -126,9 +145,9 @@ def serve(
     except ImportError as exc:
         raise InputError(f"the web shop needs the serve and web extras (fastapi, uvicorn, jinja2): {exc}") from None
     app = (
-        create_app(task, replay, allowed_hosts=allowed_hosts)
+        create_app(task, replay, allowed_hosts=allowed_hosts, profile=profile)
         if explain is None
-        else create_app(task, replay, allowed_hosts=allowed_hosts, explain=explain)
+        else create_app(task, replay, allowed_hosts=allowed_hosts, explain=explain, profile=profile)
     )
     if not is_loopback(host):
         print(f"milepost: warning: serving the shop on {host}: anyone who can reach it can use it", file=sys.stderr)
@@ -146,4 +165,4 @@ def serve(
 def run(args: argparse.Namespace) -> int:
     task = pick_task(args)
     replay = replay_texts(args.replay, task, args.episode) if args.replay else None
-    return serve(task, replay, args.host, args.port, args.allow_host)
+    return serve(task, replay, args.host, args.port, args.allow_host, profile=args.profile)

@@ -9,6 +9,7 @@ from milepost.config import RewardWeights
 from milepost.envs.actions import ActionMode
 from milepost.envs.base import TextEnv
 from milepost.envs.levels import DEFAULT_LEVELS, get_level
+from milepost.envs.webshop.catalogue import DIFFICULTIES
 from milepost.envs.webshop.profile import DEFAULT_PROFILE, UNBOUNDED_STEPS, get_profile
 from milepost.envs.webshop.render import RENDER_MODES
 from milepost.envs.webshop.rules import WebShopRules
@@ -38,6 +39,8 @@ class WebShopEnv(TextEnv[Any, Action]):
         action_mode: ``atomic`` | ``flexible`` (up to ``macro_k``) | ``fixed`` (``macro_n``).
         render: ``text`` (WebShop's text mode) | ``text_rich``; ``grid`` (the config default) means ``text``.
         catalogue_seed, catalogue_size: the catalogue that generated tasks use.
+        difficulty: ``easy`` (default) | ``medium`` | ``hard``: the generated tasks' catalogue and instructions
+            (``milepost.envs.webshop.tasks``; a task given to ``reset`` keeps its own).
         reward_weights, observe, render_mode: as for every text environment.
         wrong_fill, allow_overwrite, subgoals: Sudoku settings that ``EnvConfig.env_kwargs`` passes to every
             environment; accepted and ignored.
@@ -61,8 +64,12 @@ class WebShopEnv(TextEnv[Any, Action]):
         allow_overwrite: bool = False,
         subgoals: Sequence[str] = ("boxes",),
         profile: str = DEFAULT_PROFILE,
+        difficulty: str = "easy",
     ) -> None:
         shop_profile = get_profile(profile)
+        if difficulty not in DIFFICULTIES:
+            raise InputError(f"webshop: difficulty must be one of {', '.join(DIFFICULTIES)}, not {difficulty!r}")
+        self.difficulty = difficulty
         if not 1 <= size <= MAX_ITEMS:
             raise InputError(f"webshop: size is the number of items per order, 1-{MAX_ITEMS}, not {size}")
         render = "text" if render == "grid" else render
@@ -108,7 +115,12 @@ class WebShopEnv(TextEnv[Any, Action]):
         """A generated task of the env's level and size, deterministic in ``seed``."""
         for index in range(_SAMPLE_TRIES):
             task = generate_task(
-                seed, index, self.size, catalogue_seed=self.catalogue_seed, catalogue_size=self.catalogue_size
+                seed,
+                index,
+                self.size,
+                catalogue_seed=self.catalogue_seed,
+                catalogue_size=self.catalogue_size,
+                difficulty=self.difficulty,
             )
             if task is not None and self.level.contains(task.goal_distance):
                 task.level = self.level.name

@@ -34,6 +34,7 @@ from milepost.envs.webshop.catalogue import Product
 from milepost.envs.webshop.env import WebShopEnv
 from milepost.envs.webshop.goal import Selection
 from milepost.envs.webshop.html.template import PAGE
+from milepost.envs.webshop.profile import get_profile
 from milepost.envs.webshop.search import PAGE_SIZE
 from milepost.envs.webshop.state import ITEM, RESULTS, TAB, ShopState
 from milepost.types import StepInfo, Task
@@ -71,10 +72,11 @@ class ShopSession:
         replay: Sequence[str] | None = None,
         max_history: int = MAX_HISTORY,
         explain: Explain = literal_explain,
+        profile: str = "milepost",
     ) -> None:
         self.task = task
         self.explain = explain
-        self.env = WebShopEnv(size=task.size)
+        self.env = WebShopEnv(size=task.size, profile=profile)
         self.replay = list(replay) if replay is not None else None
         self.max_history = max_history
         self.reset()
@@ -192,6 +194,7 @@ def create_app(
     max_sessions: int = MAX_SESSIONS,
     max_history: int = MAX_HISTORY,
     explain: Explain = literal_explain,
+    profile: str = "milepost",
 ) -> FastAPI:
     """The FastAPI app of one task's shop, one episode per client (see the module docstring for the checks).
 
@@ -205,10 +208,13 @@ def create_app(
         max_sessions: episodes kept at once; a new client beyond them replaces the least recently used.
         max_history: events of an episode kept for ``/state.json``.
         explain: splits an answer into its action and the agent's reasoning, for the page's list of steps.
+        profile: the shop's rules and reward, ``milepost`` (default) | ``webshop`` (``milepost.envs.webshop.profile``).
 
     Raises:
         ValueError: when a limit is not positive.
+        InputError: for an unknown profile.
     """
+    get_profile(profile)
     for label, value in (
         ("max_body_bytes", max_body_bytes),
         ("max_action_chars", max_action_chars),
@@ -258,7 +264,7 @@ def create_app(
             sessions.move_to_end(key)
             return sessions[key], None
         key = secrets.token_urlsafe(16)
-        sessions[key] = ShopSession(task, replay, max_history, explain)
+        sessions[key] = ShopSession(task, replay, max_history, explain, profile)
         while len(sessions) > max_sessions:
             sessions.popitem(last=False)
         return sessions[key], key
