@@ -14,6 +14,7 @@ from milepost.datasets import load_tasks
 from milepost.envs.actions import ActionMode
 from milepost.envs.webshop.distance import bfs_distance
 from milepost.envs.webshop.moves import best_action
+from milepost.envs.webshop.profile import WEBSHOP
 from milepost.envs.webshop.rules import WebShopRules
 
 
@@ -126,6 +127,14 @@ def test_from_webshop_loads_human_instructions_with_exact_goal_distances(tmp_pat
             rules.apply(action)
             steps += 1
         assert steps == task.goal_distance and rules.state.outcome() == 1.0
+        # Under WebShop's own rules and reward (profile webshop) the same task is as far and pays 1.0 too.
+        original = WebShopRules(task, action_mode=ActionMode(), profile=WEBSHOP)
+        assert bfs_distance(original.state) == task.goal_distance == original.remaining_distance()
+        while not original.is_solved():
+            action = best_action(original)
+            assert action is not None
+            original.apply(action)
+        assert original.state.outcome() == 1.0
     # The socks instruction names one of the two dimensions' values: one option click.
     assert by_asin["B000SOCKS1"].meta["option_clicks"] == [1]
     catalogue = json.loads((out / "catalogue.json").read_text())
