@@ -60,9 +60,7 @@ def main() -> None:
     torch.manual_seed(0)
     result: dict[str, Any] = {"threads": args.threads, "model": args.model, "load_start": load()}
 
-    cfg = load_config(
-        TrainConfig, SFT_CONFIG, [f"model={args.model}", f"data={args.data}", f"sft.tasks={args.tasks}"]
-    )
+    cfg = load_config(TrainConfig, SFT_CONFIG, [f"model={args.model}", f"data={args.data}", f"sft.tasks={args.tasks}"])
     model, tokenizer = load_model(args.model, torch.device("cpu"), torch.float32)
     backend = HFBackend(model=model, tokenizer=tokenizer, name="smollm2")
     tasks = random.Random(0).sample(select_tasks(cfg, "train"), args.tasks)
@@ -108,7 +106,8 @@ def main() -> None:
         times.append(time.perf_counter() - start)
         tokens.append(sum(len(e.prompt_ids) + len(e.completion_ids) for e in batch))
         losses.append(round(loss.item(), 4))
-        print(f"step {step + 1}/{args.steps}: loss {losses[-1]:.3f}, {tokens[-1] / times[-1]:.0f} tokens/s, load {load()}")
+        rate = tokens[-1] / times[-1]
+        print(f"step {step + 1}/{args.steps}: loss {losses[-1]:.3f}, {rate:.0f} tokens/s, load {load()}")
     measured = slice(1, None) if len(times) > 1 else slice(None)  # the first step pays for allocations
     tps = sum(tokens[measured]) / sum(times[measured])
     result["sft_steps"] = {

@@ -237,8 +237,9 @@ def convert_gguf(gguf_path: Path, out: Path) -> dict[str, Any]:
         raise ModelImportError(f"{gguf_path.name}: transformers cannot load this GGUF: {first}") from exc
     config = loaded.config
     # A model of the same class built from the config alone: the GGUF-loaded one keeps its GGUF origin and
-    # transformers refuses to save it. Tied weights are tied again by the fresh model (strict load below).
-    fresh = type(loaded)(config).to(torch.float32)
+    # transformers refuses to save it. Every weight must land; a tied lm_head may be absent from the state dict.
+    fresh: Any = type(loaded)(config)
+    fresh.to(torch.float32)
     state = loaded.state_dict()
     missing, unexpected = fresh.load_state_dict(state, strict=False)
     tied = {k for k in missing if k == "lm_head.weight" and getattr(config, "tie_word_embeddings", False)}
