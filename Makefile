@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[ml,serve,dev,web,track,hf,trl,skyrl,webshop]" "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[ml,import,serve,dev,web,track,hf,trl,skyrl,webshop]" "$(TORCH)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,7 +46,7 @@ $(VLLM_STAMP): pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH)"
-	$(VLLM_VENV)/bin/python -m pip install --quiet -e ".[vllm,ml,serve,dev]" "$(TORCH)"
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e ".[vllm,ml,import,serve,dev]" "$(TORCH)"
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 

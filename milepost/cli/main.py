@@ -44,8 +44,10 @@ def _subcommands() -> list[ModuleType]:
         train,
     )
     from milepost.cli import memory as memory_cli
+    from milepost.cli import models as models_cli
 
-    return [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export, credit, memory_cli]
+    cmds = [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export, credit, memory_cli]
+    return [*cmds, models_cli]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -85,8 +85,10 @@ class ConversationPolicy:
 
     Turn 1 is milepost's own prompt (``LiveEpisode.messages()``); on each later turn the new observation is
     appended as a user message after the previous answer, tokenised on its own, so the answer tokens the model
-    sampled are never re-tokenised. Episodes are keyed by their job's sample number, which the rollout makes
-    unique per prompt.
+    sampled are never re-tokenised and earlier turns are never re-rendered: a template that rewrites past turns
+    (Qwen3's drops the think blocks of earlier answers) would otherwise train turn k+1 on a context turn k was
+    not sampled from. A template that drops or replaces earlier answers altogether is refused (``InputError``).
+    Episodes are keyed by their job's sample number, which the rollout makes unique per prompt.
 
     Args:
         backend: an ``HFBackend`` (``encode`` and ``generate`` with ``prompt_ids`` requests).
@@ -128,7 +130,18 @@ class ConversationPolicy:
             {"role": "assistant", "content": _MARK},
             observation_message(observation),
         ]
-        text = str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        # The backend's template arguments too (Qwen3's enable_thinking=False pre-fills an empty think block in
+        # the generation prompt): every turn must end with the generation prompt turn 1 ended with.
+        kwargs = getattr(self.backend, "chat_template_kwargs", None) or {}
+        text = str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs))
+        if text.count(_MARK) != 1:
+            # Only the tokens after the answer are cut from the template; a template that rewrites or drops
+            # earlier answers leaves nothing to cut at, and re-rendering the conversation would change tokens the
+            # model already sampled.
+            raise InputError(
+                "the chat template rewrites earlier assistant turns (a placeholder answer does not survive its "
+                "rendering once a user message follows), so an append-only multi-turn transcript cannot be built"
+            )
         text = text[text.index(_MARK) + len(_MARK) :]
         last = script.completion_ids[-1] if script.completion_ids else None
         if last is not None and last in self._eos_ids:
