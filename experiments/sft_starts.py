@@ -61,6 +61,20 @@ def load() -> str:
     return os.getloadavg().__repr__()
 
 
+# Measured while building this experiment (2026-12-01, the shared machine at load 13-18), kept beside the results.
+NOTES = """### Also measured
+
+- **bf16 autocast is slower here, not faster.** One step of 32 examples through the shared-prefix loss, 1 thread:
+  fp32 1.3-1.5 CPU-s, bf16 autocast 9.5-10.6 CPU-s (7x slower; the CPU-NOTES speed-up was measured on the plain
+  forward). A first run with `--bf16 --threads 2` did not reach 25 steps in 6 minutes and was stopped.
+- **The system message is half of every prompt.** 122 of a mean 252 prompt tokens are the constant goal and answer
+  format; running them once per batch and repeating their key/value cache (`shared_prefix_loss`) gives the same
+  loss and gradients as the plain computation (`tests/training/test_sft_starts.py`) for half the tokens.
+- **What "step accuracy" is.** The project's step accuracy counts actions that reduce the goal distance (one-cell
+  steps): an optimal-move rate, not a legal-move rate. Here it is reported both ways: the probe's legal and optimal
+  shares on held-out states, and the episodes' step accuracy on the states the policy itself reaches.
+"""
+
 # -- data ----------------------------------------------------------------------------------------------------
 
 
@@ -444,14 +458,20 @@ def main() -> None:
     log(f"examples: {n_ex} from {len(train_tasks)} clusters, mean {mean_len:.0f} tokens")
 
     # Held-out one-step probe: states of the test clusters (4-6 level puzzles and others), fixed.
+    # Two states per cluster at distances drawn uniformly from those the cluster has (1..--max-dist).
     prng = random.Random(12345)
-    probe = []
+    picks = []
     for task in test_tasks:
         c = solve_board(task.payload["board"])
-        for key in sample_states(c, max(1, args.probe // len(test_tasks)), args.max_dist, prng)[:4]:
-            s = RushHourState(c.layout, c.layout.unpack(key))
-            probe.append((c, s, prompts.ids(s)))
-    probe = probe[: args.probe]
+        keys = sample_states(c, args.max_dist, args.max_dist, prng)
+        picks += [(c, key) for key in prng.sample(keys, min(2, len(keys)))]
+    prng.shuffle(picks)
+    probe = []
+    for c, key in picks[: args.probe]:
+        s = RushHourState(c.layout, c.layout.unpack(key))
+        probe.append((c, s, prompts.ids(s)))
+    probe_dist = [int(c.steps[c.index(s.key)]) for c, s, _ in probe]
+    log(f"probe: {len(probe)} held-out states, mean distance {sum(probe_dist) / len(probe_dist):.1f} steps")
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     total = args.steps
@@ -472,6 +492,12 @@ def main() -> None:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
     curve: list[dict[str, Any]] = state.get("curve", [])
+    if curve and curve[-1].get("probe_version") != 2:
+        # A first version of the probe drew only states one step from the goal (always "A drives out"): its
+        # points are dropped and the loaded checkpoint's point measured again with the probe above.
+        last = curve[-1]
+        last.update(step_accuracy_probe(model, backend, probe), probe_version=2)
+        curve = [last]
     start = state["step"]
     spent = state.get("train_s", 0.0)
     clock["train_s"] = spent
@@ -526,7 +552,7 @@ def main() -> None:
                 "load": os.getloadavg()[0],
             }
             te = time.perf_counter()
-            point.update(step_accuracy_probe(model, backend, probe))
+            point.update(step_accuracy_probe(model, backend, probe), probe_version=2)
             point["probe_s"] = time.perf_counter() - te
             if done in episode_at:
                 te = time.perf_counter()
@@ -693,7 +719,7 @@ evaluation's episodes: an optimal-move rate on the states the policy reaches.
 **Result at the end, level 4-6: {met}.**
 
 {head}
-|------|---|---|---|---|---|---|---|
+|---|---|---|---|---|---|---|---|---|
 """
         + "\n".join(rows)
         + f"""
@@ -707,6 +733,8 @@ Final episode evaluation by level:
         + f"""
 
 Wall time of this invocation: {timings.get("wall_s", 0) / 60:.1f} min (data {timings.get("data_s", 0) / 60:.1f} min).
+
+{NOTES}
 
 ![curve](sft_starts{tag}.png)
 """
