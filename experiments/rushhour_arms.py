@@ -10,6 +10,11 @@ slide mode, every arm evaluated on every level, and a comparison report
 Usage (one thread per job; the wall time is in the report)::
 
     python experiments/rushhour_arms.py --work runs/rush [--iterations 8] [--sft-tasks 240]
+        [--start checkpoints/rushhour-sft]
+
+``--start DIR`` skips the SFT step and starts every arm (and the "SFT start" rows) from that model directory,
+e.g. the step-level start of ``experiments/sft_starts.py`` (atomic moves only: its slide-mode row then measures a
+start that never saw a slide).
 """
 
 from __future__ import annotations
@@ -25,6 +30,24 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 CONFIGS = ROOT / "configs" / "tiny-cpu"
 ARMS = ("atomic", "slide", "subgoal", "curriculum")
+
+
+def check_start_disjoint(start: Path, data: Path) -> None:
+    """Refuse a start model that was trained on a cluster of this experiment's test puzzles (its folder lists
+    its training clusters in ``milepost_train_clusters.json``, as ``experiments/sft_starts.py --export`` writes)."""
+    from milepost.datasets import load_tasks
+
+    listed = start / "milepost_train_clusters.json"
+    if not listed.is_file():
+        print(f"rushhour_arms: {start} lists no training clusters; test puzzles not checked against its training")
+        return
+    seen = set(json.loads(listed.read_text())["train_cluster_ids"])
+    shared = [t.task_id for t in load_tasks(data, "test") if t.meta.get("cluster_id") in seen]
+    if shared:
+        raise SystemExit(
+            f"rushhour_arms: {len(shared)} test puzzles of {data} are training clusters of {start} "
+            f"(first: {shared[0]}); use another --work (dataset) or start"
+        )
 
 
 def main() -> None:
@@ -47,7 +70,10 @@ def main() -> None:
     p.add_argument("--train", type=int, default=120, help="training tasks per level")
     p.add_argument("--test", type=int, default=8, help="test tasks per level")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--start", default=None, help="start model directory (skips the SFT step)")
     args = p.parse_args()
+    if args.start and not (Path(args.start) / "config.json").is_file():
+        raise SystemExit(f"rushhour_arms: --start {args.start}: no model directory (config.json) there")
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     timings: dict[str, float] = {}
@@ -59,11 +85,13 @@ def main() -> None:
         splits, manifest = build_dataset(levels, args.train, args.test, 0, progress=False)
         write_dataset(data, splits, manifest, overwrite=True)
     timings["data_s"] = time.perf_counter() - start
+    if args.start:
+        check_start_disjoint(Path(args.start), data)
 
     common = [f"data={data}", f"threads={args.threads}"]
     sft_over = common + ([f"sft.tasks={args.sft_tasks}"] if args.sft_tasks else [])
     sft_cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", sft_over)
-    final = work / "sft" / "final"
+    final = Path(args.start) if args.start else work / "sft" / "final"
     t = time.perf_counter()
     if not (final / "config.json").exists():
         resume = (work / "sft" / "checkpoints" / "latest").exists()
@@ -108,9 +136,14 @@ def main() -> None:
         f"Command: `python experiments/rushhour_arms.py --work {args.work}"
         + (f" --iterations {args.iterations}" if args.iterations else "")
         + (f" --sft-tasks {args.sft_tasks}" if args.sft_tasks else "")
+        + (f" --start {args.start}" if args.start else "")
         + f"`. Data: {args.train} training and {args.test} test tasks per level (4-6, 7-9, 10-12 moves), seed 0. "
-        f"SFT: tiny 1M model from scratch, {sft_cfg.sft.tasks} demonstration tasks (half slide moves). RL: "
-        f"{base.rl.iterations} iterations of {base.rl.tasks_per_iter} tasks x {base.rl.samples_per_task} samples "
+        + (
+            f"SFT start: `{args.start}` (given; no SFT step). RL: "
+            if args.start
+            else f"SFT: tiny 1M model from scratch, {sft_cfg.sft.tasks} demonstration tasks (half slide moves). RL: "
+        )
+        + f"{base.rl.iterations} iterations of {base.rl.tasks_per_iter} tasks x {base.rl.samples_per_task} samples "
         "per arm on 7-9 moves (the curriculum: 4-6 then 7-9); H_max 30 atomic, 20 slide. One seed. Wall time "
         f"{timings['total_s'] / 60:.1f} min on the shared 2-core machine ("
         + ", ".join(f"{k[:-2]} {v / 60:.1f} min" for k, v in timings.items() if k != "total_s")

@@ -1,0 +1,780 @@
+"""SFT starts that know the rules: a tiny from-scratch model trained on step-level Rush Hour demonstrations.
+
+The Rush Hour arms' start (``configs/tiny-cpu/rushhour_sft.yaml``: 240 oracle episodes, ~2,400 turns) learned the
+answer format but not the rules (step accuracy 3-10%, avg@4 0%). This script changes the data, not the model:
+
+- **states from whole clusters.** Every training puzzle's cluster is solved exactly (``solve_board``), so any of
+  its states has a known distance to the goal. Examples are states drawn from the cluster at 1..``--max-dist``
+  one-cell steps from the goal, not only the states on the oracle's path: the policy then also sees the states
+  its own detours lead to. Training puzzles come from levels 1-3, 4-6 and 7-9 of one ``build_dataset`` call, so
+  the test puzzles are other clusters (``datasets.check_disjoint``).
+- **any optimal move is a target.** The target move is drawn uniformly among the moves that bring the state one
+  step closer (``--label random``), instead of the oracle's tie-broken one (``--label tiebreak``): the model
+  learns "a move that helps", not also the tie-break's letter order.
+- **rejections.** ``--feedback`` of the examples carry a "Last answer rejected: ..." line after an illegal move
+  (the state unchanged), as the environment writes it, so the model knows what to do after one.
+
+Prompts are built exactly as the agent builds them (goal, observation, chat template; ``memory_k: 0``); the
+script checks this against the real agent loop's prompt ids before training. Answers are the oracle's format
+(``REASON: B makes room. ACTION: move(B, up)``).
+
+Measured along the way (every ``--eval-every`` steps): one-step accuracy on held-out states of the test
+clusters (greedy; share of answers that are an optimal move, and that are legal), and at the checkpoints in
+``--episode-evals`` the real evaluation (``evaluate_policy``: episodes on the 4-6 test tasks, ``--n`` samples at
+the agent's temperature, avg@n with bootstrap intervals, step accuracy = distance-reducing actions per attempted
+action). Writes ``experiments/results/sft_starts.{md,json,png}``.
+
+Resumable: the dataset, the examples and the model checkpoints (every ``--eval-every`` steps) are kept under
+``--work``; a rerun continues from the last checkpoint. Usage::
+
+    nice -n 10 python -m experiments.sft_starts --work runs/sft-starts --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).parent / "results"
+CONFIGS = ROOT / "configs" / "tiny-cpu"
+TRAIN_LEVELS = "1-3,4-6,7-9"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def load() -> str:
+    return os.getloadavg().__repr__()
+
+
+# Measured while building this experiment (2026-12-01, the shared machine at load 13-18), kept beside the results.
+NOTES = """### Also measured
+
+- **bf16 autocast is slower here, not faster.** One step of 32 examples through the shared-prefix loss, 1 thread:
+  fp32 1.3-1.5 CPU-s, bf16 autocast 9.5-10.6 CPU-s (7x slower; the CPU-NOTES speed-up was measured on the plain
+  forward). A first run with `--bf16 --threads 2` did not reach 25 steps in 6 minutes and was stopped.
+- **The system message is half of every prompt.** 122 of a mean 252 prompt tokens are the constant goal and answer
+  format; running them once per batch and repeating their key/value cache (`shared_prefix_loss`) gives the same
+  loss and gradients as the plain computation (`tests/training/test_sft_starts.py`) for half the tokens.
+- **What "step accuracy" is.** The project's step accuracy counts actions that reduce the goal distance (one-cell
+  steps): an optimal-move rate, not a legal-move rate. Here it is reported both ways: the probe's legal and optimal
+  shares on held-out states, and the episodes' step accuracy on the states the policy itself reaches.
+"""
+
+# -- data ----------------------------------------------------------------------------------------------------
+
+
+def build_data(work: Path, levels_text: str, n_train: int, n_test: int, seed: int) -> Path:
+    from milepost.datasets import check_disjoint, write_dataset
+    from milepost.envs.levels import parse_levels
+    from milepost.envs.rushhour.dataset import build_dataset
+
+    data = work / "data"
+    if not (data / "manifest.json").exists():
+        levels = parse_levels(levels_text, "rushhour", 6)
+        splits, manifest = build_dataset(levels, n_train, n_test, seed, progress=True, workers=1)
+        check_disjoint(splits)  # write_dataset checks it too; said here because the result depends on it
+        write_dataset(data, splits, manifest, overwrite=True)
+    return data
+
+
+def optimal_moves(cluster: Any, state: Any) -> list[Any]:
+    """Every one-cell move that brings ``state`` one step closer to the goal (empty when solved)."""
+    here = int(cluster.steps[cluster.index(state.key)])
+    out = []
+    for move in state.legal_actions():
+        child = state.clone()
+        child.apply(move)
+        if int(cluster.steps[cluster.index(child.key)]) == here - 1:
+            out.append(move)
+    return out
+
+
+def sample_states(cluster: Any, k: int, max_dist: int, rng: random.Random) -> list[int]:
+    """Up to ``k`` packed states of ``cluster`` at 1..max_dist steps, spread evenly over the distances."""
+    by_dist: dict[int, np.ndarray] = {}
+    for d in range(1, max_dist + 1):
+        idx = np.nonzero(cluster.steps == d)[0]
+        if idx.size:
+            by_dist[d] = idx
+    if not by_dist:
+        return []
+    out = []
+    dists = sorted(by_dist)
+    for j in range(k):
+        idx = by_dist[dists[j % len(dists)]]
+        out.append(int(cluster.states[idx[rng.randrange(idx.size)]]))
+    return sorted(set(out))
+
+
+class PromptMaker:
+    """Prompt ids of a Rush Hour state exactly as the agent renders them (atomic mode, ``memory_k: 0``)."""
+
+    def __init__(self, backend: Any, goal: str) -> None:
+        self.backend = backend
+        self.goal = goal
+
+    def observation(self, state: Any, feedback: str | None) -> str:
+        from milepost.envs.base import printable
+
+        board = state.render_text()
+        return board if feedback is None else f"{board}\nLast answer rejected: {printable(feedback)}"
+
+    def ids(self, state: Any, feedback: str | None = None) -> list[int]:
+        from milepost.agent.prompts import build_messages
+        from milepost.backends.base import GenerationRequest
+
+        messages = build_messages(self.goal, self.observation(state, feedback))
+        return list(self.backend.encode(GenerationRequest(messages=messages)))
+
+
+def answer_text(move: Any) -> str:
+    from milepost.agent.parsing import format_answer
+    from milepost.envs.rushhour.moves import _reason
+
+    return format_answer(_reason(move), move.text())
+
+
+def make_examples(
+    tasks: list[Any],
+    prompts: PromptMaker,
+    tokenizer: Any,
+    *,
+    per_cluster: int,
+    max_dist: int,
+    label: str,
+    feedback: float,
+    seed: int,
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Step-level (prompt ids, completion ids + EOS) examples from the clusters of ``tasks``."""
+    from milepost.envs.rushhour.moves import illegal
+    from milepost.envs.rushhour.rules import parse_move
+    from milepost.envs.rushhour.solver import optimal_move, solve_board
+    from milepost.envs.rushhour.state import RushHourState
+
+    eos = tokenizer.eos_token_id
+    rng = random.Random(seed)
+    prompts_out: list[list[int]] = []
+    completions: list[list[int]] = []
+    t0 = time.perf_counter()
+    for n, task in enumerate(tasks):
+        cluster = solve_board(task.payload["board"])
+        layout = cluster.layout
+        for key in sample_states(cluster, per_cluster, max_dist, rng):
+            state = RushHourState(layout, layout.unpack(key))
+            if label == "tiebreak":
+                move = optimal_move(cluster, state, "steps")
+            else:
+                move = rng.choice(optimal_moves(cluster, state))
+            fb = None
+            if rng.random() < feedback:
+                # The noisy oracle's illegal-move maker reads ``rules.state`` only.
+                bad = parse_move(illegal(SimpleNamespace(state=state), rng))  # type: ignore[arg-type]
+                fb = state.why_illegal(bad) if bad is not None else None
+            prompts_out.append(prompts.ids(state, fb))
+            completions.append([*tokenizer.encode(answer_text(move), add_special_tokens=False), eos])
+        if (n + 1) % 100 == 0:
+            log(
+                f"examples: {n + 1}/{len(tasks)} clusters, {len(prompts_out)} examples, {time.perf_counter() - t0:.0f}s"
+            )
+    return prompts_out, completions
+
+
+def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]) -> None:
+    """The hand-built prompts equal the agent loop's: the start prompts of oracle demonstrations, and the
+    environment's own observation after a rejected move."""
+    from milepost.agent.prompts import build_messages
+    from milepost.backends.base import GenerationRequest
+    from milepost.envs.rushhour.env import RushHourEnv
+    from milepost.envs.rushhour.moves import illegal
+    from milepost.envs.rushhour.rules import parse_move
+    from milepost.envs.rushhour.solver import solve_board
+    from milepost.envs.rushhour.state import RushHourState
+    from milepost.training.sft import demonstrations
+
+    plain = dataclasses.replace(cfg, sft=dataclasses.replace(cfg.sft, noise=0.0, macro_share=0.0))
+    agent_prompts = {tuple(e.prompt_ids) for e in demonstrations(plain, tasks, backend, progress=False)}
+    env = RushHourEnv()
+    rng = random.Random(0)
+    for task in tasks:
+        c = solve_board(task.payload["board"])
+        state = RushHourState(c.layout, c.layout.unpack(c.start))
+        if tuple(prompts.ids(state)) not in agent_prompts:
+            raise SystemExit(f"sft_starts: the start prompt of {task.task_id} differs from the agent loop's")
+        env.reset(options={"task": task})
+        bad = illegal(env.rules, rng)
+        obs = env.step(f"REASON: x. ACTION: {bad}")[0]
+        real = backend.encode(GenerationRequest(messages=build_messages(env.goal_text(), obs)))
+        if list(real) != prompts.ids(state, state.why_illegal(parse_move(bad))):
+            raise SystemExit(f"sft_starts: the rejection prompt of {task.task_id} differs from the environment's")
+    log(f"prompt check: {len(tasks)} start and {len(tasks)} rejection prompts equal the agent loop's")
+
+
+# -- training ------------------------------------------------------------------------------------------------
+
+
+def step_accuracy_probe(model: Any, backend: Any, probe: list[tuple[Any, Any, list[int]]], batch: int = 64) -> dict:
+    """Greedy one-step answers on held-out states: share optimal, share legal, share parsed."""
+    import torch
+
+    from milepost.envs.actions import action_segment
+    from milepost.envs.rushhour.rules import parse_move
+
+    tok = backend.tokenizer
+    model.eval()
+    opt = legal = parsed = 0
+    with torch.no_grad():
+        for lo in range(0, len(probe), batch):
+            part = probe[lo : lo + batch]
+            ids = [p[2] for p in part]
+            width = max(map(len, ids))
+            inp = torch.tensor([[tok.pad_token_id] * (width - len(x)) + x for x in ids])
+            att = (inp != tok.pad_token_id).long()
+            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+                out = model.generate(
+                    input_ids=inp,
+                    attention_mask=att,
+                    max_new_tokens=24,
+                    do_sample=False,
+                    pad_token_id=tok.pad_token_id,
+                    eos_token_id=tok.eos_token_id,
+                )
+            for (cluster, state, _), row in zip(part, out[:, width:].tolist()):
+                text = tok.decode(row, skip_special_tokens=True)
+                move = parse_move(action_segment(text).strip())
+                if move is None:
+                    continue
+                parsed += 1
+                if move.cells != 1 or state.why_illegal(move) is not None:
+                    continue
+                legal += 1
+                child = state.clone()
+                child.apply(move)
+                here = int(cluster.steps[cluster.index(state.key)])
+                opt += int(cluster.steps[cluster.index(child.key)]) == here - 1
+    model.train()
+    n = len(probe)
+    return {"probe_optimal": opt / n, "probe_legal": legal / n, "probe_parsed": parsed / n}
+
+
+def shared_prefix_loss(
+    model: Any, prefix: list[int], suffixes: list[list[int]], completions: list[list[int]], pad: int
+) -> Any:
+    """Mean completion-token NLL of a batch whose prompts all start with ``prefix`` (the system message).
+
+    The prefix is run once (batch 1) and its key/value cache repeated over the batch, so each step pays for
+    the ~120 system tokens once instead of 64 times; gradients flow through the cache into the prefix pass, so
+    the loss and its gradient equal the plain full-sequence computation (``check_shared_prefix``).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    n = len(suffixes)
+    out = model(input_ids=torch.tensor([prefix]), use_cache=True)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(n)
+    seqs = [s + c for s, c in zip(suffixes, completions)]
+    width = max(map(len, seqs))
+    inp = torch.full((n, width), pad, dtype=torch.long)
+    target = torch.full((n, width), -100, dtype=torch.long)
+    for row, (s, c) in enumerate(zip(suffixes, completions)):
+        inp[row, : len(s) + len(c)] = torch.tensor(s + c)
+        # logits at position t predict token t + 1: the completion's tokens from the suffix's last token on
+        target[row, len(s) - 1 : len(s) + len(c) - 1] = torch.tensor(c)
+    P = len(prefix)
+    attn = torch.ones((n, P + width), dtype=torch.long)  # right padding: no real token attends to a pad
+    pos = torch.arange(P, P + width).unsqueeze(0).expand(n, -1)
+    logits = model(input_ids=inp, attention_mask=attn, position_ids=pos, past_key_values=cache).logits
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+
+
+def check_shared_prefix(
+    model: Any, prefix: list[int], prompts: list[list[int]], completions: list[list[int]], pad: int
+) -> float:
+    """|shared-prefix loss - plain loss| on a few examples (they must agree to float precision)."""
+    import torch
+
+    from milepost.backends.logprobs import sequence_logprobs
+    from milepost.training.losses import sft_loss
+
+    with torch.no_grad():
+        a = shared_prefix_loss(model, prefix, [p[len(prefix) :] for p in prompts], completions, pad)
+        logp = sequence_logprobs(model, prompts, completions, 1.0, pad_id=pad)
+        lengths = torch.tensor([len(c) for c in completions])
+        mask = torch.arange(logp.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+        b = sft_loss(logp.float(), mask)
+    return abs(float(a) - float(b))
+
+
+def save_atomic(model: Any, tokenizer: Any, target: Path, extra: dict[str, Any]) -> None:
+    import torch
+
+    tmp = target.with_name(target.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    torch.save(extra, tmp / "trainer_state.pt")
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", default="runs/sft-starts")
+    p.add_argument("--size", default="1m", help="tiny preset (0.5m, 1m, 5m, 20m)")
+    p.add_argument("--train", type=int, default=300, help="training puzzles (clusters) per level 1-3, 4-6, 7-9")
+    p.add_argument("--test", type=int, default=40, help="test puzzles per level")
+    p.add_argument("--per-cluster", type=int, default=24, help="states drawn per training cluster")
+    p.add_argument("--max-dist", type=int, default=20, help="farthest state drawn, in one-cell steps")
+    p.add_argument("--label", choices=("random", "tiebreak"), default="random")
+    p.add_argument("--feedback", type=float, default=0.1, help="share of examples after a rejected move")
+    p.add_argument("--levels", default=TRAIN_LEVELS, help="levels of the training puzzles (the test puzzles too)")
+    p.add_argument(
+        "--data-seed",
+        type=int,
+        default=1,
+        help="dataset seed (1: not the seed-0 datasets of the Rush Hour arms, whose test puzzles must not be "
+        "training clusters here)",
+    )
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=0.0,
+        help="training-time budget: the cosine runs over these minutes of training and training stops there "
+        "(for a shared machine whose speed varies; 0 = by --steps)",
+    )
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument(
+        "--episode-evals", default="", help="steps at which to run the episode eval (comma list; the end always)"
+    )
+    p.add_argument("--n", type=int, default=4, help="samples per test task in the episode eval")
+    p.add_argument("--eval-limit", type=int, default=40, help="test tasks per level in the episode eval")
+    p.add_argument("--eval-levels", default="4-6", help="levels of the episode eval")
+    p.add_argument("--probe", type=int, default=256, help="held-out states in the one-step probe")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tag", default="", help="suffix of the results files")
+    p.add_argument(
+        "--export",
+        default=None,
+        help="only copy the trained model of --work to this directory (e.g. checkpoints/rushhour-sft) with the "
+        "cluster ids of its training puzzles (milepost_train_clusters.json), then exit",
+    )
+    args = p.parse_args()
+    if args.export:
+        export(Path(args.work), Path(args.export))
+        return
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from milepost.backends.hf import HFBackend
+    from milepost.config import load_config
+    from milepost.datasets import load_tasks
+    from milepost.envs.rushhour.solver import solve_board
+    from milepost.envs.rushhour.state import RushHourState
+    from milepost.training.config import TrainConfig
+    from milepost.training.setup import load_policy
+    from milepost.training.trainer import evaluate_policy
+
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    wall0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    log(f"start; load {load()}")
+    data = build_data(work, args.levels, args.train, args.test, args.data_seed)
+    timings["data_s"] = time.perf_counter() - wall0
+    train_tasks = load_tasks(data, "train")
+    test_tasks = load_tasks(data, "test")
+    log(f"data: {len(train_tasks)} train / {len(test_tasks)} test puzzles ({timings['data_s']:.0f}s)")
+
+    over = [f"data={data}", "levels=4-6", f"threads={args.threads}", f"model=tiny:{args.size}", f"seed={args.seed}"]
+    cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", over)
+    cfg = dataclasses.replace(
+        cfg,
+        bf16=args.bf16,
+        eval=dataclasses.replace(cfg.eval, n=args.n, ks=[1, args.n], limit=args.eval_limit, levels=args.eval_levels),
+    )
+    ckpt = work / "model"
+    if (ckpt / "trainer_state.pt").exists():
+        from milepost.backends.hf import load_model, resolve_device_dtype
+
+        model, tokenizer = load_model(ckpt, *resolve_device_dtype("cpu", "float32"))
+        state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    else:
+        model, tokenizer = load_policy(cfg, work)
+        state = {"step": 0}
+    backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
+    from milepost.envs.rushhour.env import RushHourEnv
+
+    env = RushHourEnv()
+    env.reset(options={"task": train_tasks[0]})
+    prompts = PromptMaker(backend, env.goal_text())
+
+    ex_file = work / f"examples-{args.label}-{args.per_cluster}-{args.max_dist}-{args.feedback}.pt"
+    if ex_file.exists():
+        ex = torch.load(ex_file, weights_only=False)
+    else:
+        check_prompts(cfg, backend, prompts, train_tasks[:6])
+        t = time.perf_counter()
+        pr, co = make_examples(
+            train_tasks,
+            prompts,
+            tokenizer,
+            per_cluster=args.per_cluster,
+            max_dist=args.max_dist,
+            label=args.label,
+            feedback=args.feedback,
+            seed=args.seed,
+        )
+        ex = {"prompts": pr, "completions": co, "build_s": time.perf_counter() - t}
+        torch.save(ex, ex_file.with_suffix(".tmp"))
+        os.replace(ex_file.with_suffix(".tmp"), ex_file)
+    prompts_ids, completions = ex["prompts"], ex["completions"]
+    n_ex = len(prompts_ids)
+    mean_len = sum(len(a) + len(b) for a, b in zip(prompts_ids, completions)) / n_ex
+    log(f"examples: {n_ex} from {len(train_tasks)} clusters, mean {mean_len:.0f} tokens")
+
+    # Held-out one-step probe: states of the test clusters (4-6 level puzzles and others), fixed.
+    # Two states per cluster at distances drawn uniformly from those the cluster has (1..--max-dist).
+    prng = random.Random(12345)
+    picks = []
+    for task in test_tasks:
+        c = solve_board(task.payload["board"])
+        keys = sample_states(c, args.max_dist, args.max_dist, prng)
+        picks += [(c, key) for key in prng.sample(keys, min(2, len(keys)))]
+    prng.shuffle(picks)
+    probe = []
+    for c, key in picks[: args.probe]:
+        s = RushHourState(c.layout, c.layout.unpack(key))
+        probe.append((c, s, prompts.ids(s)))
+    probe_dist = [int(c.steps[c.index(s.key)]) for c, s, _ in probe]
+    log(f"probe: {len(probe)} held-out states, mean distance {sum(probe_dist) / len(probe_dist):.1f} steps")
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    total = args.steps
+
+    clock = {"train_s": 0.0}  # training seconds so far (for --minutes)
+
+    def schedule(step: int) -> float:
+        if step < args.warmup:
+            return (step + 1) / args.warmup
+        if args.minutes:
+            frac = min(1.0, clock["train_s"] / (60 * args.minutes))
+        else:
+            frac = (step - args.warmup) / max(1, total - args.warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    if "optimizer" in state:
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+    curve: list[dict[str, Any]] = state.get("curve", [])
+    if curve and curve[-1].get("probe_version") != 2:
+        # A first version of the probe drew only states one step from the goal (always "A drives out"): its
+        # points are dropped and the loaded checkpoint's point measured again with the probe above.
+        last = curve[-1]
+        last.update(step_accuracy_probe(model, backend, probe), probe_version=2)
+        curve = [last]
+    start = state["step"]
+    spent = state.get("train_s", 0.0)
+    clock["train_s"] = spent
+    episode_at = {int(s) for s in args.episode_evals.split(",") if s} | {total}
+    order_rng = np.random.default_rng(args.seed)
+    order = np.concatenate([order_rng.permutation(n_ex) for _ in range(math.ceil(total * args.batch / n_ex) + 1)])
+    pad = tokenizer.pad_token_id
+    user = tokenizer.convert_tokens_to_ids("<|user|>")
+    prefix = prompts_ids[0][: prompts_ids[0].index(user) + 1]
+    if any(p[: len(prefix)] != prefix for p in prompts_ids):
+        raise SystemExit("sft_starts: the prompts do not share their system message")
+    diff = check_shared_prefix(model, prefix, prompts_ids[:4], completions[:4], pad)
+    log(f"shared-prefix loss vs plain loss: |diff| = {diff:.2e} ({len(prefix)} prefix tokens)")
+    if diff > 1e-3:
+        raise SystemExit("sft_starts: the shared-prefix loss differs from the plain loss")
+    model.train()
+    t_chunk = time.perf_counter()
+    tokens = 0
+    loss_sum = 0.0
+    loss_n = 0
+    autocast = torch.autocast(device_type="cpu", dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
+    for step in range(start, total):
+        idx = order[step * args.batch : (step + 1) * args.batch]
+        ps = [prompts_ids[i][len(prefix) :] for i in idx]
+        cs = [completions[i] for i in idx]
+        with autocast:
+            loss = shared_prefix_loss(model, prefix, ps, cs, pad)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        tokens += len(prefix) + sum(len(a) + len(b) for a, b in zip(ps, cs))
+        loss_sum += loss.item()
+        loss_n += 1
+        done = step + 1
+        clock["train_s"] = spent + time.perf_counter() - t_chunk
+        out_of_time = bool(args.minutes) and clock["train_s"] >= 60 * args.minutes
+        if out_of_time:
+            total = done
+            episode_at.add(done)
+        if done % 25 == 0:
+            el = time.perf_counter() - t_chunk
+            log(f"step {done}/{total} loss {loss_sum / loss_n:.3f} {tokens / max(el, 1e-9):.0f} tok/s")
+        if done % args.eval_every == 0 or done == total:
+            spent += time.perf_counter() - t_chunk
+            point: dict[str, Any] = {
+                "step": done,
+                "examples_seen": done * args.batch,
+                "loss": loss_sum / max(loss_n, 1),
+                "train_s": spent,
+                "load": os.getloadavg()[0],
+            }
+            te = time.perf_counter()
+            point.update(step_accuracy_probe(model, backend, probe), probe_version=2)
+            point["probe_s"] = time.perf_counter() - te
+            if done in episode_at:
+                te = time.perf_counter()
+                model.eval()
+                out = work / f"eval-{done}"
+                if out.exists():
+                    shutil.rmtree(out)
+                evaluate_policy(cfg, HFBackend(model=model, tokenizer=tokenizer, name="sft"), out, "sft", False)
+                model.train()
+                lv = json.loads((out / "metrics.json").read_text())
+                point["episode"] = _level_numbers(lv)
+                point["episode_eval_s"] = time.perf_counter() - te
+            curve.append(point)
+            log(f"eval {json.dumps(point)}")
+            state = {
+                "step": done,
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "curve": curve,
+                "train_s": spent,
+            }
+            save_atomic(model, tokenizer, ckpt, state)
+            t_chunk = time.perf_counter()
+            tokens = 0
+            loss_sum, loss_n = 0.0, 0
+            if out_of_time:
+                break
+    timings["wall_s"] = time.perf_counter() - wall0
+    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), ex.get("build_s", 0.0), timings)
+
+
+def export(work: Path, target: Path) -> None:
+    """The trained model as a plain model directory, with what a later experiment needs to keep its test
+    puzzles out of the training clusters."""
+    from milepost.datasets import load_tasks
+
+    model = work / "model"
+    if not (model / "config.json").is_file():
+        raise SystemExit(f"sft_starts: {model}: no trained model to export")
+    tmp = target.with_name(target.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(model, tmp, ignore=shutil.ignore_patterns("trainer_state.pt"))
+    train = load_tasks(work / "data", "train")
+    info = {
+        "made_by": "experiments/sft_starts.py (see experiments/results/sft_starts.md)",
+        "data_manifest": json.loads((work / "data" / "manifest.json").read_text()),
+        "train_cluster_ids": sorted({t.meta["cluster_id"] for t in train}),
+    }
+    (tmp / "milepost_train_clusters.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+    log(f"exported {model} to {target} ({len(info['train_cluster_ids'])} training clusters listed)")
+
+
+def _level_numbers(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The per-level figures of a metrics.json (avg@n with its interval, pass@k, step accuracy)."""
+    out = {}
+    for lv in metrics.get("levels", []):
+        out[lv["level"]] = {
+            "tasks": lv["tasks"],
+            "avg": lv["avg"]["value"],
+            "avg_lo": lv["avg"]["lo"],
+            "avg_hi": lv["avg"]["hi"],
+            "pass": {k: v["value"] for k, v in lv["pass_at"].items()},
+            "step_accuracy": lv["step_accuracy"],
+        }
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def report(
+    args: Any,
+    curve: list[dict[str, Any]],
+    n_ex: int,
+    mean_len: float,
+    n_train: int,
+    n_test: int,
+    build_s: float,
+    timings: dict[str, float],
+) -> None:
+    """``experiments/results/sft_starts{tag}.{md,json,png}``: settings, the curve and the final numbers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tag = args.tag
+    RESULTS.mkdir(exist_ok=True)
+    last = curve[-1]
+    ep = last.get("episode", {})
+    rows = []
+    for pt in curve:
+        e = pt.get("episode", {}).get("4-6")
+        rows.append(
+            f"| {pt['step']} | {pt['examples_seen']} | {pt['loss']:.3f} | {_pct(pt['probe_optimal'])} | "
+            f"{_pct(pt['probe_legal'])} | "
+            + (
+                f"{_pct(e['step_accuracy'])} | {_pct(e['avg'])} [{_pct(e['avg_lo'])}, {_pct(e['avg_hi'])}]"
+                if e
+                else "- | -"
+            )
+            + f" | {pt['train_s'] / 60:.1f} | {pt['load']:.1f} |"
+        )
+    final = []
+    for level, e in ep.items():
+        final.append(
+            f"| {level} | {e['tasks']} | {_pct(e['step_accuracy'])} | {_pct(e['avg'])} [{_pct(e['avg_lo'])}, "
+            f"{_pct(e['avg_hi'])}] | " + " | ".join(f"{_pct(e['pass'].get(str(k)))}" for k in (1, args.n)) + " |"
+        )
+    e46 = ep.get("4-6")
+    met = (
+        "not measured"
+        if e46 is None
+        else (
+            f"step accuracy {_pct(e46['step_accuracy'])}% (target >= 80: "
+            f"{'met' if (e46['step_accuracy'] or 0) >= 0.8 else 'not met'}), avg@{args.n} {_pct(e46['avg'])}% "
+            f"(target >= 30: {'met' if e46['avg'] >= 0.3 else 'not met'})"
+        )
+    )
+    cmd = (
+        f"python -m experiments.sft_starts --work {args.work} --size {args.size} --train {args.train} "
+        f"--test {args.test} --levels {args.levels} --data-seed {args.data_seed} --per-cluster {args.per_cluster} "
+        f"--max-dist {args.max_dist} --label {args.label} "
+        f"--feedback {args.feedback} --steps {args.steps} --batch {args.batch} --lr {args.lr} --warmup {args.warmup}"
+        + (" --bf16" if args.bf16 else "")
+        + (f" --minutes {args.minutes:g}" if args.minutes else "")
+        + (f" --episode-evals {args.episode_evals}" if args.episode_evals else "")
+        + (f" --tag {tag}" if tag else "")
+    )
+    target = "any optimal move, drawn uniformly" if args.label == "random" else "the oracle's tie-broken optimal move"
+    precision = "bf16 autocast" if args.bf16 else "fp32"
+    if args.minutes:
+        precision += "; the cosine over a wall-clock budget, the machine's speed varying with its load"
+    head = (
+        f"| SFT step | examples seen | loss | probe optimal (%) | probe legal (%) | episode step acc. 4-6 (%) | "
+        f"avg@{args.n} 4-6 (%) [95% CI] | train min | load |"
+    )
+    text = (
+        f"""# Rush Hour SFT start{f" ({tag})" if tag else ""}
+
+Command: `nice -n 10 {cmd} --threads {args.threads}`.
+
+Model: tiny {args.size} from scratch (Qwen3 architecture, rotary positions, the project's BPE tokenizer).
+Demonstrations: {n_ex} step-level examples (states drawn from the solved clusters of {n_train} training puzzles,
+levels {args.levels}; {args.per_cluster} states per cluster at 1-{args.max_dist} one-cell steps from the goal;
+target move: {target};
+{100 * args.feedback:.0f}% after a rejected move), mean {mean_len:.0f} tokens, built in {build_s / 60:.1f} min.
+Training: {curve[-1]["step"]} steps of batch {args.batch} (lr {args.lr}, {args.warmup} warm-up steps, cosine to 10%,
+{precision}), {curve[-1]["train_s"] / 60:.1f} min of training on the shared 2-core machine
+({args.threads} thread(s), nice 10; load average at each point in the table). Test: {n_test} held-out
+puzzles (other clusters than every training puzzle: `datasets.check_disjoint`), the 4-6 level's {args.eval_limit}
+in the episode evaluation (`evaluate_policy`, {args.n} samples per task at the agent's temperature 0.8, H_max 30).
+
+Probe: greedy one-step answers on {args.probe} held-out states of the test clusters: share that is an optimal move
+(brings the state one step closer) and share that is legal. Episode step accuracy: the project's metric, actions
+that reduce the goal distance per attempted action (an unparsable answer is one failed attempt), over the
+evaluation's episodes: an optimal-move rate on the states the policy reaches.
+
+**Result at the end, level 4-6: {met}.**
+
+{head}
+|---|---|---|---|---|---|---|---|---|
+"""
+        + "\n".join(rows)
+        + f"""
+
+Final episode evaluation by level:
+
+| level | tasks | step accuracy (%) | avg@{args.n} (%) [95% CI] | pass@1 (%) | pass@{args.n} (%) |
+|---|---|---|---|---|---|
+"""
+        + "\n".join(final)
+        + f"""
+
+Wall time of this invocation: {timings.get("wall_s", 0) / 60:.1f} min (data {timings.get("data_s", 0) / 60:.1f} min).
+
+{NOTES}
+
+![curve](sft_starts{tag}.png)
+"""
+    )
+    (RESULTS / f"sft_starts{tag}.md").write_text(text, encoding="utf-8")
+    (RESULTS / f"sft_starts{tag}.json").write_text(
+        json.dumps({"args": vars(args), "examples": n_ex, "curve": curve, "timings": timings}, indent=2) + "\n"
+    )
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = [pt["step"] for pt in curve]
+    ax.plot(steps, [100 * pt["probe_optimal"] for pt in curve], "o-", label="probe: optimal move (held-out states)")
+    ax.plot(steps, [100 * pt["probe_legal"] for pt in curve], "s--", label="probe: legal move")
+    eps = [(pt["step"], pt["episode"]["4-6"]) for pt in curve if "4-6" in pt.get("episode", {})]
+    if eps:
+        ax.plot(
+            [s for s, _ in eps],
+            [100 * (e["step_accuracy"] or 0) for _, e in eps],
+            "^-",
+            label="episodes 4-6: step accuracy",
+        )
+        ax.errorbar(
+            [s for s, _ in eps],
+            [100 * e["avg"] for _, e in eps],
+            yerr=[[100 * (e["avg"] - e["avg_lo"]) for _, e in eps], [100 * (e["avg_hi"] - e["avg"]) for _, e in eps]],
+            fmt="D-",
+            capsize=3,
+            label=f"episodes 4-6: avg@{args.n} (95% CI)",
+        )
+    ax.axhline(80, color="grey", lw=0.5, ls=":")
+    ax.axhline(30, color="grey", lw=0.5, ls=":")
+    ax.set_xlabel("SFT steps")
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"Rush Hour SFT start (tiny {args.size}, {n_ex} step examples)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"sft_starts{tag}.png", dpi=120)
+    plt.close(fig)
+    log(f"wrote {RESULTS / f'sft_starts{tag}.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""experiments/sft_starts.py: its step-level Rush Hour examples, its shared-prefix loss and the arms' start check."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from milepost.envs.rushhour.rules import parse_move
+from milepost.envs.rushhour.solver import solve_board
+from milepost.envs.rushhour.state import RushHourState
+from tests.planning.fakes import rush_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKPOINT = ROOT / "checkpoints" / "sudoku4-sft"  # any small model with the project's tokenizer will do
+
+
+@pytest.fixture(scope="module")
+def backend():  # type: ignore[no-untyped-def]
+    import torch
+
+    from milepost.backends.hf import HFBackend
+
+    torch.set_num_threads(1)
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        return HFBackend(CHECKPOINT)
+
+
+def _prompts(backend):  # type: ignore[no-untyped-def]
+    from experiments.sft_starts import PromptMaker
+    from milepost.envs.rushhour.env import RushHourEnv
+
+    env = RushHourEnv()
+    env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    return PromptMaker(backend, env.goal_text())
+
+
+def test_sampled_states_and_their_targets_are_optimal_moves(backend) -> None:  # type: ignore[no-untyped-def]
+    from experiments.sft_starts import make_examples, optimal_moves, sample_states
+
+    task = rush_tasks(4, 6, 1)[0]
+    cluster = solve_board(task.payload["board"])
+    keys = sample_states(cluster, 40, 6, random.Random(0))
+    dists = [int(cluster.steps[cluster.index(k)]) for k in keys]
+    assert keys and all(1 <= d <= 6 for d in dists) and len(set(dists)) > 1
+    for key in keys:
+        state = RushHourState(cluster.layout, cluster.layout.unpack(key))
+        here = int(cluster.steps[cluster.index(key)])
+        moves = optimal_moves(cluster, state)
+        assert moves  # a state at distance >= 1 has an optimal move
+        for move in state.legal_actions():
+            child = state.clone()
+            child.apply(move)
+            assert (move in moves) == (int(cluster.steps[cluster.index(child.key)]) == here - 1)
+
+    tok = backend.tokenizer
+    prompts, completions = make_examples(
+        [task], _prompts(backend), tok, per_cluster=12, max_dist=8, label="random", feedback=0.5, seed=0
+    )
+    assert len(prompts) == len(completions) > 5
+    rejected = 0
+    by_text = {}
+    for key in cluster.states.tolist():
+        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
+        by_text[s.render_text()] = s
+    for p, c in zip(prompts, completions):
+        assert c[-1] == tok.eos_token_id
+        text = tok.decode(c[:-1])
+        assert text.startswith("REASON: ") and " ACTION: move(" in text
+        board_text = tok.decode(p)
+        rejected += "Last answer rejected:" in board_text
+        # the target is an optimal move of the state the prompt shows
+        move = parse_move(text.split("ACTION: ")[1])
+        assert move is not None
+        shown = board_text.split("Current observation:\n")[1].split("<|end|>")[0].split("\nLast answer")[0]
+        assert move in optimal_moves(cluster, by_text[shown])
+    assert 0 < rejected < len(prompts)
+
+
+def test_hand_built_prompts_are_the_agent_loops(backend) -> None:  # type: ignore[no-untyped-def]
+    from experiments.sft_starts import CONFIGS, check_prompts
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", ["levels=4-6"])
+    check_prompts(cfg, backend, _prompts(backend), rush_tasks(4, 6, 3))  # raises SystemExit on a difference
+
+
+def test_shared_prefix_loss_equals_the_plain_loss_and_gradient(backend) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    from experiments.sft_starts import shared_prefix_loss
+    from milepost.backends.logprobs import sequence_logprobs
+    from milepost.training.losses import sft_loss
+
+    tok, model = backend.tokenizer, backend.model
+    pm = _prompts(backend)
+    cluster = solve_board(rush_tasks(4, 6, 1)[0].payload["board"])
+    states = [RushHourState(cluster.layout, cluster.layout.unpack(int(k))) for k in cluster.states[:3]]
+    prompts = [pm.ids(states[0]), pm.ids(states[1], "B cannot move up"), pm.ids(states[2])]
+    answers = ["REASON: A drives to the exit. ACTION: move(A, right)", "REASON: x. ACTION: move(B, up)", "ok"]
+    completions = [[*tok.encode(a, add_special_tokens=False), tok.eos_token_id] for a in answers]
+    user = tok.convert_tokens_to_ids("<|user|>")
+    prefix = prompts[0][: prompts[0].index(user) + 1]
+    assert all(p[: len(prefix)] == prefix for p in prompts) and len(prefix) > 50
+
+    model.zero_grad()
+    a = shared_prefix_loss(model, prefix, [p[len(prefix) :] for p in prompts], completions, tok.pad_token_id)
+    a.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    logp = sequence_logprobs(model, prompts, completions, 1.0, pad_id=tok.pad_token_id)
+    lengths = torch.tensor([len(c) for c in completions])
+    b = sft_loss(logp.float(), torch.arange(logp.shape[1]).unsqueeze(0) < lengths.unsqueeze(1))
+    b.backward()
+    assert abs(a.item() - b.item()) < 1e-4
+    assert any(g.abs().max() > 1e-3 for g in grads)
+    for g, p in zip(grads, model.parameters()):
+        assert torch.allclose(g, p.grad, atol=1e-5)
+    model.zero_grad()
+
+
+def test_the_arms_refuse_a_start_trained_on_their_test_clusters(tmp_path: Path) -> None:
+    from experiments.rushhour_arms import check_start_disjoint
+    from milepost.datasets import write_dataset
+
+    tasks = rush_tasks(4, 6, 3)
+    for t in tasks[:2]:
+        t.split = "train"
+    tasks[2].split = "test"
+    data = tmp_path / "data"
+    write_dataset(data, {"train": tasks[:2], "test": tasks[2:]}, {"env": "rushhour", "size": 6}, overwrite=True)
+    start = tmp_path / "start"
+    start.mkdir()
+    check_start_disjoint(start, data)  # no list: nothing to check (says so)
+    (start / "milepost_train_clusters.json").write_text(json.dumps({"train_cluster_ids": ["other"]}))
+    check_start_disjoint(start, data)
+    clusters = [tasks[2].meta["cluster_id"]]
+    (start / "milepost_train_clusters.json").write_text(json.dumps({"train_cluster_ids": clusters}))
+    with pytest.raises(SystemExit, match="test puzzles"):
+        check_start_disjoint(start, data)
