@@ -13,8 +13,9 @@ reuses the datasets an earlier block made; a block first runs the earlier blocks
 ``configs/`` and ``docs/examples/`` are linked in read-only; everything a command writes lands in the workspace.
 
 A block whose commands are all plain ``milepost ...`` lines runs in this process through ``milepost.cli.main``
-(an import of torch per command would cost seconds; leading ``NAME=value`` words set the environment), shrunk to a tiny size: ``--train`` at most 8 and ``--test``
-at most 4 (``data``), ``--limit 1`` and ``--n`` at most 2 with ``--k`` cut to match (``eval``, ``credit audit``),
+(an import of torch per command would cost seconds; leading ``NAME=value`` words set the environment; output
+goes to a buffer, so no progress bar is drawn), shrunk to a tiny size: ``--train`` at most 8 and ``--test`` at
+most 4 (``data``), ``--limit 1`` and ``--n`` at most 2 with ``--k`` cut to match (``eval``, ``credit audit``),
 ``--workers 1`` (``data rushhour``), and a few iterations / tasks / samples for ``train`` and ``sft`` (the
 ``--set`` overrides in ``_TRAIN_SHRINK``). Any other block runs as written under ``bash -e`` with this
 interpreter's ``bin`` first on ``PATH`` and the repository on ``PYTHONPATH``. Either way the exit status must be 0.
@@ -166,7 +167,8 @@ def shrink(argv: list[str]) -> list[str]:
         if "--probe" not in argv:
             _cap(argv, "--limit", 1, add=True)
         _cap(argv, "--n", 2)
-        n = int(argv[_value(argv, "--n")]) if "--n" in argv else 1
+        at_n = _value(argv, "--n")
+        n = int(argv[at_n]) if at_n is not None else 1
         at = _value(argv, "--k")
         if at is not None:
             ks = [k for k in argv[at].split(",") if int(k) <= n]
@@ -177,9 +179,6 @@ def shrink(argv: list[str]) -> list[str]:
     if verb[:1] == ["sft"]:
         for s in _SFT_SHRINK:
             argv += ["--set", s]
-    if verb[:1] in (["eval"], ["data"], ["train"], ["sft"], ["horizon"], ["export"]) and "--help" not in argv:
-        if verb[:1] != ["data"] or verb[1:] != ["webshop"]:
-            argv.append("--no-progress")
     return argv
 
 
@@ -197,15 +196,16 @@ class Workspace:
             return
         if _in_process(block):
             for command in block.commands:
-                if command in self.done_commands:
-                    continue
                 argv = shlex.split(command, comments=True)
+                key = shlex.join(argv)  # the same command with another trailing comment is the same command
+                if key in self.done_commands:
+                    continue
                 env = {}
                 while ENV_ASSIGN.match(argv[0]):
                     name, _, value = argv.pop(0).partition("=")
                     env[name] = value
                 self._milepost(shrink(argv), block, env)
-                self.done_commands.add(command)
+                self.done_commands.add(key)
         else:
             self._bash(block)
         self.done_blocks.add(block.id)
@@ -310,5 +310,5 @@ def test_collect_reads_markers_and_commands(tmp_path: Path) -> None:
         ("fast", "", ("milepost --help",)),
     ]
     assert shrink(["milepost", "eval", "--n", "4", "--k", "1,4"]) == [
-        "milepost", "eval", "--n", "2", "--k", "1", "--limit", "1", "--no-progress"
+        "milepost", "eval", "--n", "2", "--k", "1", "--limit", "1"
     ]  # fmt: skip
