@@ -279,16 +279,26 @@ def test_every_block_is_run_or_says_why() -> None:
         assert f"docs/{doc.name}" in readme, f"README.md does not link {doc.name}"
 
 
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    heads = [line.lstrip("#").strip() for line in path.read_text().splitlines() if re.match(r"#{1,6} ", line)]
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+
+
 def test_readme_is_short_and_self_contained() -> None:
+    """README.md under 250 lines, nothing outside the repository; every link of the docs lands (anchors too)."""
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) < 250
     assert "../" not in text, "README.md points outside the repository"
     for doc in DOCS:
-        for target in re.findall(r"\]\(([^)#\s]+)", doc.read_text()):
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)", doc.read_text()):
             if "://" in target or target.startswith("mailto:"):
                 continue
-            assert (doc.parent / target).resolve().is_relative_to(ROOT), f"{doc.name}: {target} leaves the repository"
-            assert (doc.parent / target).exists(), f"{doc.name}: broken link {target}"
+            path = (doc.parent / target).resolve() if target else doc
+            assert path.is_relative_to(ROOT), f"{doc.name}: {target} leaves the repository"
+            assert path.exists(), f"{doc.name}: broken link {target}"
+            if anchor and path.suffix == ".md":
+                assert anchor in _anchors(path), f"{doc.name}: no heading #{anchor} in {target or doc.name}"
 
 
 def test_collect_reads_markers_and_commands(tmp_path: Path) -> None:
