@@ -17,6 +17,7 @@ import leaves no half-written model.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as dt
 import hashlib
 import json
@@ -235,7 +236,11 @@ def convert_gguf(gguf_path: Path, out: Path) -> dict[str, Any]:
     except Exception as exc:  # transformers raises ValueError/KeyError/... for an unsupported GGUF
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelImportError(f"{gguf_path.name}: transformers cannot load this GGUF: {first}") from exc
-    config = loaded.config
+    config = copy.deepcopy(loaded.config)
+    # The saved weights are dequantised: a config that kept transformers' ``quantization_config`` (quant_method
+    # gguf) would make vLLM refuse the folder ("Unknown quantization method: gguf").
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
     # A model of the same class built from the config alone: the GGUF-loaded one keeps its GGUF origin and
     # transformers refuses to save it. Every weight must land; a tied lm_head may be absent from the state dict.
     fresh: Any = type(loaded)(config)

@@ -116,6 +116,8 @@ def test_imported_folder_is_an_ordinary_checkpoint_with_provenance(smollm2: Path
         "LICENSE",
         PROVENANCE_FILE,
     } <= names
+    # dequantised weights: no GGUF quantization_config left for vLLM or transformers to act on
+    assert "quantization_config" not in json.loads((smollm2 / "config.json").read_text())
     meta = json.loads((smollm2 / PROVENANCE_FILE).read_text())
     assert meta["license"] == "Apache-2.0" and "Apache License" in (smollm2 / "LICENSE").read_text()
     source = meta["source"]
