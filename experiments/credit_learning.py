@@ -341,6 +341,8 @@ def _pct(est: dict[str, float]) -> str:
 def _rho(est: dict[str, Any]) -> str:
     if math.isnan(est["mean"]):
         return "-"
+    if len(est["values"]) < 2:  # one seed: no interval across seeds
+        return f"{est['mean']:.2f}"
     return f"{est['mean']:.2f} [{est['lo']:.2f}, {est['hi']:.2f}]"
 
 
@@ -357,17 +359,22 @@ def verdict(data: dict[str, Any]) -> list[str]:
         return ["Fewer than two estimators finished: no comparison."]
     own = {n: arms[n]["audit"]["first"][n]["spearman"]["mean"] for n in names}
     gain = {n: arms[n]["long_gain_over_sft"] for n in names}
-    by_rho = sorted(names, key=lambda n: -own[n])
+    by_rho = sorted(names, key=lambda n: -_nan_low(own[n]))
     by_gain = sorted(names, key=lambda n: -_nan_low(gain[n]["mean"]))
     import numpy as np
 
     from milepost.evaluation.credit import spearman
 
-    rank_rho = spearman(np.array([own[n] for n in names]), np.array([_nan_low(gain[n]["mean"]) for n in names]))
+    rank_rho = spearman(
+        np.array([_nan_low(own[n]) for n in names]), np.array([_nan_low(gain[n]["mean"]) for n in names])
+    )
     pairs_overlap = all(overlap(gain[a], gain[b]) for i, a in enumerate(names) for b in names[i + 1 :])
     lines = [
         "- Ordered by their own correlation with A* at the start of training (Spearman on the first iteration's "
-        "rollouts, mean over seeds): " + " > ".join(f"{n} ({own[n]:.2f})" for n in by_rho) + ".",
+        "rollouts, mean over seeds; n/a: the estimator gave every turn the same advantage, as outcome-only ones "
+        "do when every episode of a task succeeds): "
+        + " > ".join(f"{n} ({'n/a' if math.isnan(own[n]) else f'{own[n]:.2f}'})" for n in by_rho)
+        + ".",
         "- Ordered by the gain in avg@4 over the SFT start at the long levels "
         f"({', '.join(LONG_LEVELS)}; paired by test task): "
         + " > ".join(f"{n} ({100 * gain[n]['mean']:+.1f} pts)" for n in by_gain)
@@ -497,7 +504,18 @@ def report(data: dict[str, Any], meta: dict[str, Any]) -> str:
         "",
     ]
     if data["missing"]:
-        lines += [f"Not finished (left out above): {', '.join(data['missing'])}.", ""]
+        lines += [
+            f"Not finished (left out above): {', '.join(data['missing'])}. The same command resumes the experiment "
+            "where it stopped (finished runs are skipped, a run in progress continues from its last checkpoint).",
+            "",
+        ]
+    if any(len(a["seeds"]) < 2 for a in arms.values()):
+        lines += [
+            "With one seed an arm's intervals are over test tasks only (and its audit cells have no interval): the "
+            "spread between training seeds, often as large as the gap between arms at this scale (CPU-NOTES), is "
+            "not measured for it.",
+            "",
+        ]
     lines += [
         "Reproduce: `nice -n 10 python -m experiments.credit_learning --out runs/credit-learning "
         f"--iterations {meta['iterations']} --seeds {','.join(map(str, meta['seeds']))}` (resumable; "
