@@ -297,7 +297,11 @@ def collect(out: Path, estimators: Sequence[str], seeds: Sequence[int], boot: in
                     stat: mean_range([a["estimators"][name][stat] for a in per_seed])
                     for stat in ("spearman", "kendall")
                 }
-                | {"interval_per_seed": [a["estimators"][name].get("spearman_interval") for a in per_seed]}
+                | {
+                    "interval_per_seed": [a["estimators"][name].get("spearman_interval") for a in per_seed],
+                    # share of the turns that removed distance given a positive advantage (sign agreement)
+                    "progress_positive": mean_range([a["estimators"][name]["sign"]["progress"] for a in per_seed]),
+                }
                 for name in AUDITED
             }
             audits[which]["success_rate"] = mean_range([a["success_rate"] for a in per_seed])
@@ -344,6 +348,10 @@ def _rho(est: dict[str, Any]) -> str:
     if len(est["values"]) < 2:  # one seed: no interval across seeds
         return f"{est['mean']:.2f}"
     return f"{est['mean']:.2f} [{est['lo']:.2f}, {est['hi']:.2f}]"
+
+
+def _share(est: dict[str, Any]) -> str:
+    return "-" if math.isnan(est["mean"]) else f"{100 * est['mean']:.0f}"
 
 
 def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -493,6 +501,19 @@ def report(data: dict[str, Any], meta: dict[str, Any]) -> str:
             for n, a in arms.items()
         )
         + ".",
+        "",
+        "Share of the turns that made progress (removed goal distance) that each estimator gave a positive "
+        "advantage (%, mean over seeds): a correct move with a negative advantage is pushed down by the update.",
+        "",
+        "| arm | iteration | " + " | ".join(AUDITED) + " |",
+        "| --- | --- |" + " ---: |" * len(AUDITED),
+        *(
+            f"| {name} | {which} | "
+            + " | ".join(_share(arm["audit"][which][est]["progress_positive"]) for est in AUDITED)
+            + " |"
+            for name, arm in arms.items()
+            for which in ("first", "last")
+        ),
         "",
         "![audit correlation, start and end](learning-audit.png)",
         "",
