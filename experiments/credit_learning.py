@@ -377,7 +377,23 @@ def verdict(data: dict[str, Any]) -> list[str]:
         np.array([_nan_low(own[n]) for n in names]), np.array([_nan_low(gain[n]["mean"]) for n in names])
     )
     pairs_overlap = all(overlap(gain[a], gain[b]) for i, a in enumerate(names) for b in names[i + 1 :])
+
+    def versus_start(g: dict[str, float]) -> str:
+        if g["lo"] > 0:
+            return "better than the SFT start"
+        if g["hi"] < 0:
+            return "worse than the SFT start"
+        return "not separable from the SFT start"
+
     lines = [
+        "- Against the SFT start at the long levels (95% interval of the gain vs 0): "
+        + "; ".join(f"{n} {versus_start(gain[n])}" for n in names)
+        + "."
+        + (
+            ' No arm gained: here "learning faster" can only mean "losing least".'
+            if all(gain[n]["mean"] <= 0 for n in names)
+            else ""
+        ),
         "- Ordered by their own correlation with A* at the start of training (Spearman on the first iteration's "
         "rollouts, mean over seeds; n/a: the estimator gave every turn the same advantage, as outcome-only ones "
         "do when every episode of a task succeeds): "
