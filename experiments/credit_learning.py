@@ -347,7 +347,7 @@ def _rho(est: dict[str, Any]) -> str:
         return "-"
     if len(est["values"]) < 2:  # one seed: no interval across seeds
         return f"{est['mean']:.2f}"
-    return f"{est['mean']:.2f} [{est['lo']:.2f}, {est['hi']:.2f}]"
+    return f"{est['mean']:.2f} [{max(-1.0, est['lo']):.2f}, {min(1.0, est['hi']):.2f}]"  # a correlation's range
 
 
 def _share(est: dict[str, Any]) -> str:
@@ -492,7 +492,8 @@ def report(data: dict[str, Any], meta: dict[str, Any]) -> str:
         "The credit audit (`milepost.evaluation.credit`) on each run's rollout episodes of its first iteration "
         "(the SFT policy: the same episodes for every arm at a seed) and of its last iteration (the trained "
         "policy), every estimator scored with the paper's settings against A* = d(s_t) - d(s_t+1) - c_t. Cells: "
-        "Spearman (Kendall tau-b) mean over seeds, with the 95% t-interval across seeds of Spearman.",
+        "Spearman (Kendall tau-b) mean over seeds, with the 95% t-interval across seeds of Spearman (clipped to "
+        "[-1, 1]); each audit's own bootstrap interval over tasks is in `learning.json`.",
         "",
         "| arm | iteration | success | " + " | ".join(AUDITED) + " |",
         "| --- | --- | ---: |" + " --- |" * len(AUDITED),
