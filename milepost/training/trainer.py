@@ -14,6 +14,7 @@ import contextlib
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -398,12 +399,15 @@ def train_rl(
     progress: bool = True,
     stop_after: int | None = None,
     final_eval: bool = False,
+    on_episodes: Callable[[int, list[Episode]], None] | None = None,
 ) -> Path:
     """Run REINFORCE from ``cfg.model`` (or resume ``out_dir``) and return the final model directory.
 
     ``final_eval`` evaluates the final policy into ``RUN/eval`` before the trackers close, so its results reach
     ``eval.jsonl`` and every logging backend like the periodic evaluations'.
     ``stop_after`` ends the run after that many iterations as if it had been killed (for resume tests).
+    ``on_episodes(it, episodes)`` sees each iteration's rollout episodes (``it`` from 0) before the update, on
+    the process that plays them (e.g. to keep some iterations' episodes for ``milepost credit audit``).
     Under ``torchrun`` with several processes the model is trained with FSDP2 (``milepost.distributed.fsdp``):
     rank 0 generates and writes, every rank trains on its share of each minibatch.
     """
@@ -538,6 +542,8 @@ def train_rl(
         t1 = time.perf_counter()
         for ep in episodes:
             ep.meta["policy_version"] = source.version
+        if on_episodes is not None and main:
+            on_episodes(it, episodes)
         mstats: dict[str, float] = {}
         if mira is not None:
             usable = [ep for ep in episodes if ep.turns]

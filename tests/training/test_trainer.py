@@ -113,7 +113,9 @@ def test_rl_resume_matches_the_uninterrupted_run(
 
     # Unnormalised advantages keep a gradient even when every sampled answer of this weak policy fails.
     cfg = _cfg(sft_model, data4, normalisation="none")
-    full = train_rl(cfg, tmp_path / "full", progress=False)
+    seen: list[tuple[int, int]] = []  # on_episodes: every iteration's rollouts, before its update
+    full = train_rl(cfg, tmp_path / "full", progress=False, on_episodes=lambda it, eps: seen.append((it, len(eps))))
+    assert seen == [(it, 3 * 2) for it in range(4)]  # iterations 0-3, tasks_per_iter x samples_per_task each
     # The crash: iteration 4's update raises, after iterations 1-3 wrote their metric rows and iteration 2
     # wrote the last checkpoint (checkpoint_every=2), so row 3 lies beyond the checkpoint.
     real_update, calls = trainer.update, []
