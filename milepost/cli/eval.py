@@ -149,9 +149,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.probe is not None:
         return _probe(spec, args)
-    result = evaluate(
-        spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed, workers=args.workers
-    )
+    from milepost.distributed.eval_pool import eval_pool
+
+    pool = eval_pool(args.workers)
+    result = evaluate(spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed, pool=pool)
     from pathlib import Path
 
     report = (Path(args.out) / "report.md").read_text(encoding="utf-8")

@@ -86,6 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from milepost.agent.loop import AgentSettings
+    from milepost.distributed.eval_pool import eval_pool
     from milepost.horizon.report import REPORT, play_suite, summarise_horizon
     from milepost.horizon.suites import get_suite
 
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         settings=settings,
         sudoku_render=args.render,
         seed=args.seed,
-        workers=args.workers,
+        pool=eval_pool(args.workers),
         http=HTTPOptions(timeout=args.timeout, max_retries=args.max_retries),
         progress=not args.no_progress,
         retry_failed=args.retry_failed,

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from milepost.errors import InputError
 from milepost.evaluation.metrics import Estimate, LevelMetrics
+from milepost.evaluation.plots import smooth, training_rows
 from milepost.tables import md_row, md_rule
 
 log = logging.getLogger(__name__)
@@ -122,8 +123,6 @@ def load_run(label: str, run: str | Path) -> Run:
     if metrics is not None:
         out.meta, out.levels = load_levels(metrics)
     if (folder / "metrics.jsonl").is_file():
-        from milepost.evaluation.plots import training_rows
-
         out.rows = training_rows(folder)
         for key, x_key, *_ in CURVES:
             points = [(int(r[x_key]), float(r[key])) for r in out.rows if x_key in r and r.get(key) is not None]
@@ -253,14 +252,6 @@ def plot_curves(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def smooth(points: list[tuple[int, float]], window: int = 5) -> list[tuple[int, float]]:
-    out = []
-    for i, (x, _) in enumerate(points):
-        chunk = [y for _, y in points[max(0, i - window + 1) : i + 1]]
-        out.append((x, sum(chunk) / len(chunk)))
-    return out
 
 
 def compare(

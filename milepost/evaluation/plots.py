@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from milepost.evaluation.metrics import LevelMetrics
+from milepost.io import read_jsonl
+from milepost.tracking import eval_scalars, read_metrics, step_of
 
 
 def plot_success_vs_distance(
@@ -53,6 +55,15 @@ def plot_success_vs_distance(
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)
+    return out
+
+
+def smooth(points: list[tuple[int, float]], window: int = 5) -> list[tuple[int, float]]:
+    """The ``window``-point trailing running mean of ``points`` (the first points average what there is)."""
+    out = []
+    for i, (x, _) in enumerate(points):
+        chunk = [y for _, y in points[max(0, i - window + 1) : i + 1]]
+        out.append((x, sum(chunk) / len(chunk)))
     return out
 
 
@@ -107,8 +118,6 @@ TRAINING_PANELS = (
 
 def _panel_series(panel: Panel, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     """Legend label -> (step, value) points of the panel's metrics in ``rows`` (NaN stored as null: skipped)."""
-    from milepost.tracking import step_of
-
     out: dict[str, list[tuple[int, float]]] = {}
     for pattern, label in panel.series:
         keys = sorted({k for r in rows for k in r if fnmatch.fnmatchcase(k, pattern)})
@@ -143,8 +152,6 @@ def training_figure(runs: Mapping[str, Sequence[Mapping[str, Any]]], title: str,
 
     Returns the matplotlib ``Figure``; its panels' titles are those of ``TRAINING_PANELS`` it drew.
     """
-    from milepost.evaluation.compare import smooth
-
     logged = {label: [r for r in rows if r.get("phase") != "warmup"] for label, rows in runs.items()}
     drawn = []
     for panel in TRAINING_PANELS:
@@ -238,9 +245,6 @@ def training_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     """A training run's ``metrics.jsonl`` rows under today's metric names (``tracking.read_metrics``: an older
     run's ``train/loss`` is read as ``loss/policy``), plus one row per periodic evaluation (``eval.jsonl``) with
     its per-level results as ``eval/LEVEL/...`` (the names the trackers use)."""
-    from milepost.io import read_jsonl
-    from milepost.tracking import eval_scalars, read_metrics
-
     folder = Path(run_dir)
     rows = read_metrics(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
     if (folder / "eval.jsonl").is_file():

@@ -12,7 +12,8 @@ from typing import Any, Protocol
 
 from milepost.backends.base import Backend, GenerationRequest, SamplingParams
 from milepost.errors import InputError
-from milepost.planning.domains import PlanRejected, domain_for
+from milepost.planning.domains import domain_for
+from milepost.planning.domains.base import PlanRejected
 from milepost.planning.plan import Plan, programmatic_plan
 from milepost.planning.schema import PlanLimits, plan_from_answer, planner_prompt
 
