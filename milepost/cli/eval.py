@@ -12,7 +12,9 @@ import sys
 from typing import Any
 
 from milepost.backends.base import HTTPOptions
+from milepost.cli.registry_help import backend_help, env_names, policy_help
 from milepost.errors import InputError
+from milepost.planning.planner import LLM_BACKENDS, PLANNER_FORMS
 
 INFRA_EXIT = 3
 
@@ -26,16 +28,14 @@ def _int_list(text: str) -> list[int]:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a policy on a dataset by goal distance", description=__doc__)
-    p.add_argument("--env", required=True, help="environment: sudoku | rushhour")
+    p.add_argument("--env", required=True, help=f"environment: {env_names()}")
     p.add_argument(
         "--data",
         required=True,
         help="dataset folder (from `milepost data`, JSONL or parquet) or one split file (.jsonl / .parquet)",
     )
     p.add_argument("--split", default="test")
-    p.add_argument(
-        "--policy", required=True, help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random"
-    )
+    p.add_argument("--policy", required=True, help=policy_help())
     p.add_argument(
         "--agent",
         default="plain",
@@ -46,9 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--planner",
         default="programmatic",
-        help="sgo: programmatic | llm:SPEC (SPEC = hf:PATH | openai:MODEL@BASE_URL)",
+        help=f"sgo: {PLANNER_FORMS}",
     )
-    p.add_argument("--judge", default=None, help="sgo: LLM judge backend (hf:PATH | openai:MODEL@BASE_URL)")
+    p.add_argument("--judge", default=None, help=f"sgo: LLM judge backend ({backend_help(LLM_BACKENDS)})")
     p.add_argument("--max-replans", type=int, default=2, help="sgo: replans per episode at most")
     p.add_argument(
         "--judge-every",

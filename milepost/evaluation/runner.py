@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from milepost.agent.loop import Agent, AgentSettings, BackendPolicy, Job, run_episodes
-from milepost.backends.base import Backend, HTTPOptions, make_backend, parse_policy_spec
+from milepost.backends.base import Backend, HTTPOptions, make_backend, parse_policy_spec, policy_forms
 from milepost.backends.scripted import MOVES, scripted_policy
 from milepost.datasets import load_tasks
 from milepost.envs import make_env
@@ -175,6 +175,7 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
 
         return SubgoalConditionedAgent()
     from milepost.planning import FallbackPolicy, LLMJudge, SGOAgent, SGOConfig, make_planner
+    from milepost.planning.planner import LLM_BACKENDS
 
     def backend_for(backend_spec: str) -> Backend:
         own = getattr(policy, "backend", None)
@@ -186,8 +187,9 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
     judge = None
     if spec.judge is not None:
         parsed = parse_policy_spec(spec.judge)
-        if parsed.kind not in ("hf", "openai"):
-            raise InputError(f"--judge {spec.judge!r}: the judge needs a model backend (hf:PATH or openai:MODEL@URL)")
+        if parsed.kind not in LLM_BACKENDS:
+            forms = policy_forms(LLM_BACKENDS, " or ")
+            raise InputError(f"--judge {spec.judge!r}: the judge needs a model backend ({forms})")
         judge = LLMJudge(backend_for(str(parsed)))
     progress_judge = None
     if spec.judge_every:
