@@ -4,6 +4,7 @@ help cannot drift from the registries (``milepost/cli/registry_help.py`` reads t
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import re
 
@@ -20,8 +21,13 @@ from milepost.planning.planner import LLM_BACKENDS
 from milepost.training.config import ROLLOUT_BACKENDS
 
 
+@functools.cache
+def _root() -> argparse.ArgumentParser:
+    return build_parser()  # built once: every subcommand's module is imported to build it
+
+
 def _parser(*command: str) -> argparse.ArgumentParser:
-    parser = build_parser()
+    parser = _root()
     for name in command:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = sub.choices[name]
@@ -96,7 +102,7 @@ def test_play_size_help_speaks_of_every_environment() -> None:
 
 def test_every_environment_has_a_data_subcommand() -> None:
     text = _help("data")
-    envs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    envs = next(a for a in _root()._actions if isinstance(a, argparse._SubParsersAction))
     data = envs.choices["data"]
     names = next(a for a in data._actions if isinstance(a, argparse._SubParsersAction)).choices
     assert set(names) == set(ENVS.names()), f"milepost data lists {sorted(names)}, registered {ENVS.names()}"
