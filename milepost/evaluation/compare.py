@@ -187,12 +187,12 @@ def differences(runs: Sequence[Run]) -> dict[str, dict[str, Any]]:
     """The properties on which the runs differ (environment, board size, level set): name -> label -> value,
     runs that do not record the property left out."""
     level_sets = {r.label: ",".join(lv.level for lv in r.levels) if r.levels else None for r in runs}
-    checks = {
+    checks: dict[str, dict[str, Any]] = {
         "environment": {r.label: r.env for r in runs},
         "board size": {r.label: r.size for r in runs},
         "levels": level_sets,
     }
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, values in checks.items():
         known = {label: v for label, v in values.items() if v is not None}
         if len(set(map(str, known.values()))) > 1:
