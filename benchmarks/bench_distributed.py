@@ -33,7 +33,8 @@ from common import write_experiment
 from milepost.agent.loop import AgentSettings, Job, run_episodes
 from milepost.backends.tiny import build_tiny_model
 from milepost.datasets import write_dataset
-from milepost.distributed.workers import EvalKit, WorkerPool
+from milepost.distributed.eval_pool import EvalKit
+from milepost.distributed.workers import WorkerPool
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
 from milepost.evaluation.runner import EvalSpec

@@ -37,7 +37,8 @@ before the new ones are appended; TensorBoard gets ``purge_step`` there, so its 
 session's events from that step on; W&B and MLflow, whose points cannot be taken back, continue the same run
 (ids kept in ``tracking.json``) and skip the steps the killed session had already sent.
 
-When the session closes, ``training.png`` is drawn from ``metrics.jsonl`` (``milepost.evaluation.plots``).
+The tracker writes rows and never draws: the trainers draw ``training.png`` from ``metrics.jsonl`` when a session
+ends (``milepost.evaluation.plots.plot_training_log``), so imports run plots -> tracking, never back.
 """
 
 from __future__ import annotations
@@ -308,7 +309,7 @@ class Tracker:
             raise
         except Exception as exc:  # a backend's own failure (bad URI, unwritable store): one line, before training
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            self.close(plot=False)
+            self.close()
             raise InputError(f"logging.backends: could not start tracking ({first})") from exc
         if state:
             atomic_write_json(state_path, state)
@@ -348,15 +349,11 @@ class Tracker:
                 continue
             sink.log(metrics, step)
 
-    def close(self, *, plot: bool = True) -> None:
-        """Close every backend, then draw ``training.png`` from ``metrics.jsonl``."""
+    def close(self) -> None:
+        """Close every backend. ``metrics.jsonl`` is complete; ``evaluation.plots.plot_training_log`` draws it."""
         for sink in self.sinks.values():
             sink.close()
         self.sinks = {}
-        if plot and self.enabled and self.path.is_file():
-            from milepost.evaluation.plots import plot_training_log
-
-            plot_training_log(self.run_dir)
 
 
 def read_state(path: Path) -> dict[str, str]:

@@ -24,7 +24,7 @@ from milepost.datasets import write_dataset
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
 from milepost.errors import InputError
-from milepost.evaluation.plots import plot_training, training_rows
+from milepost.evaluation.plots import plot_training, plot_training_log, training_rows
 from milepost.io import read_jsonl
 from milepost.tracking import RENAMED, LoggingConfig, Tracker, current_names, eval_scalars, read_metrics, scalars
 from milepost.training.config import AgentConfig, RLConfig, SFTConfig, TrainConfig
@@ -186,7 +186,8 @@ def _log_three(run_dir: Path, *backends: str) -> list[dict[str, Any]]:
     tracker.log_eval(3, _levels(0.5))
     tracker.close()
     assert list(read_jsonl(run_dir / "metrics.jsonl")) == rows  # the source of truth, unchanged
-    assert (run_dir / "training.png").is_file()
+    assert not (run_dir / "training.png").exists()  # the tracker writes rows; plots read them
+    assert plot_training_log(run_dir) == run_dir / "training.png"
     return rows
 
 
@@ -255,7 +256,7 @@ def test_a_resumed_run_logs_every_step_once(tmp_path: Path) -> None:
     first = Tracker(_cfg(*backends), tmp_path)
     for step in (1, 2, 3):
         first.log(_row(step, seed=1))
-    first.close(plot=False)  # the killed process: everything it logged is on disk, nothing more comes
+    first.close()  # the killed process: everything it logged is on disk, nothing more comes
     second = Tracker(_cfg(*backends), tmp_path)
     for step in (3, 4, 5):
         second.log(_row(step, seed=2))

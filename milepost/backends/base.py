@@ -191,7 +191,23 @@ class Backend(Protocol):
 
 # -- policy specs (DESIGN: Contracts, Backend specs) ---------------------------------------------------------
 
-POLICY_KINDS = ("hf", "vllm", "openai", "oracle", "noisy-oracle", "random")
+POLICY_FORMS = {
+    "hf": "hf:PATH",
+    "vllm": "vllm:PATH",
+    "openai": "openai:MODEL@BASE_URL",
+    "oracle": "oracle",
+    "noisy-oracle": "noisy-oracle:P[:MODE]",
+    "random": "random",
+}
+"""How each policy kind is written; ``parse_policy_spec``'s errors and the command-line help list these."""
+POLICY_KINDS = tuple(POLICY_FORMS)
+
+
+def policy_forms(kinds: Sequence[str] = POLICY_KINDS, sep: str = " | ") -> str:
+    """The written forms of ``kinds`` joined by ``sep`` (``hf:PATH | vllm:PATH | ...``)."""
+    return sep.join(POLICY_FORMS[kind] for kind in kinds)
+
+
 NOISE_MODES = ("format", "illegal", "wrong", "mixed")
 
 
@@ -239,7 +255,7 @@ def parse_policy_spec(spec: str) -> PolicySpec:
     """
     text = spec.strip() if isinstance(spec, str) else ""
     kind, sep, arg = text.partition(":")
-    usage = "expected hf:PATH, vllm:PATH, openai:MODEL@BASE_URL, oracle, noisy-oracle:P[:MODE] or random"
+    usage = f"expected {policy_forms(POLICY_KINDS[:-1], ', ')} or {POLICY_FORMS[POLICY_KINDS[-1]]}"
     if kind not in POLICY_KINDS:
         raise InputError(f"policy {spec!r}: unknown kind {kind!r} ({usage})")
     if kind in ("oracle", "random"):

@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from milepost.cli.registry_help import env_names, policy_help
 from milepost.errors import InputError
 
 
@@ -41,10 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--critic-epochs", type=float, default=4.0, help="passes over a fold when training critics")
     a.add_argument("--seed", type=int, default=0)
     play = a.add_argument_group("play the episodes first (instead of RUN)")
-    play.add_argument(
-        "--policy", default=None, help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P | random"
-    )
-    play.add_argument("--env", default=None, help="environment of --data")
+    play.add_argument("--policy", default=None, help=policy_help())
+    play.add_argument("--env", default=None, help=f"environment of --data: {env_names()}")
     play.add_argument("--data", default=None, help="dataset folder (from `milepost data`)")
     play.add_argument("--split", default="test")
     play.add_argument("--levels", default=None)

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from milepost.cli.data import add_format_argument, format_flags
+from milepost.cli.data_format import add_format_argument, format_flags
 from milepost.envs.levels import DEFAULT_LEVELS, parse_levels
 from milepost.errors import InputError
 

@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from milepost.cli.data import add_format_argument, format_flags
+from milepost.cli.data_format import add_format_argument, format_flags
 from milepost.envs.levels import DEFAULT_LEVELS, levels_for, parse_levels
 from milepost.envs.sudoku.canonical import canonical_form
 from milepost.envs.sudoku.grid import parse_grid

@@ -19,7 +19,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from milepost.cli.data import add_format_argument, format_flags
+from milepost.cli.data_format import add_format_argument, format_flags
 from milepost.envs.levels import DEFAULT_LEVELS, parse_levels
 from milepost.errors import InputError
 

@@ -12,7 +12,9 @@ import sys
 from typing import Any
 
 from milepost.backends.base import HTTPOptions
+from milepost.cli.registry_help import backend_help, env_names, policy_help
 from milepost.errors import InputError
+from milepost.planning.planner import LLM_BACKENDS, PLANNER_FORMS
 
 INFRA_EXIT = 3
 
@@ -26,16 +28,14 @@ def _int_list(text: str) -> list[int]:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a policy on a dataset by goal distance", description=__doc__)
-    p.add_argument("--env", required=True, help="environment: sudoku | rushhour")
+    p.add_argument("--env", required=True, help=f"environment: {env_names()}")
     p.add_argument(
         "--data",
         required=True,
         help="dataset folder (from `milepost data`, JSONL or parquet) or one split file (.jsonl / .parquet)",
     )
     p.add_argument("--split", default="test")
-    p.add_argument(
-        "--policy", required=True, help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random"
-    )
+    p.add_argument("--policy", required=True, help=policy_help())
     p.add_argument(
         "--agent",
         default="plain",
@@ -46,9 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--planner",
         default="programmatic",
-        help="sgo: programmatic | llm:SPEC (SPEC = hf:PATH | openai:MODEL@BASE_URL)",
+        help=f"sgo: {PLANNER_FORMS}",
     )
-    p.add_argument("--judge", default=None, help="sgo: LLM judge backend (hf:PATH | openai:MODEL@BASE_URL)")
+    p.add_argument("--judge", default=None, help=f"sgo: LLM judge backend ({backend_help(LLM_BACKENDS)})")
     p.add_argument("--max-replans", type=int, default=2, help="sgo: replans per episode at most")
     p.add_argument(
         "--judge-every",
@@ -157,9 +157,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.probe is not None:
         return _probe(spec, args)
-    result = evaluate(
-        spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed, workers=args.workers
-    )
+    from milepost.distributed.eval_pool import eval_pool
+
+    pool = eval_pool(args.workers)
+    result = evaluate(spec, args.out, progress=not args.no_progress, retry_failed=args.retry_failed, pool=pool)
     from pathlib import Path
 
     report = (Path(args.out) / "report.md").read_text(encoding="utf-8")

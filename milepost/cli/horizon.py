@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from milepost.backends.base import HTTPOptions
+from milepost.cli.registry_help import policy_help
 from milepost.errors import InputError
 from milepost.horizon.estimator import RESAMPLING
 
@@ -37,9 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--policy", default=None, help="hf:PATH | openai:MODEL@BASE_URL | oracle | noisy-oracle:P[:MODE] | random"
-    )
+    p.add_argument("--policy", default=None, help=policy_help())
     p.add_argument("--suite", default="tiny", help="tiny (default) | standard")
     p.add_argument("--agent", default="plain", choices=("plain", "sgo"), help="agent kind (default plain)")
     p.add_argument("--workers", type=int, default=0, help="Ray actors playing the episodes (0: in this process)")
@@ -86,6 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from milepost.agent.loop import AgentSettings
+    from milepost.distributed.eval_pool import eval_pool
     from milepost.horizon.report import REPORT, play_suite, summarise_horizon
     from milepost.horizon.suites import get_suite
 
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         settings=settings,
         sudoku_render=args.render,
         seed=args.seed,
-        workers=args.workers,
+        pool=eval_pool(args.workers),
         http=HTTPOptions(timeout=args.timeout, max_retries=args.max_retries),
         progress=not args.no_progress,
         retry_failed=args.retry_failed,

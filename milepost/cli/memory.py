@@ -20,6 +20,7 @@ from milepost.errors import InputError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from milepost.training.config import ROLLOUT_BACKENDS
     from milepost.training.memory import MODELS
 
     p = sub.add_parser(
@@ -34,7 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, default=1, help="training ranks (FSDP2), default 1")
     p.add_argument("--gpu-memory", default="80GiB", help="memory of one GPU, e.g. 80GiB, 141GB (default 80GiB)")
     p.add_argument(
-        "--rollout", choices=("hf", "vllm", "openai"), default=None, help="generator (default: rollout.backend)"
+        "--rollout",
+        choices=ROLLOUT_BACKENDS,
+        default=None,
+        help=f"generator: {' | '.join(ROLLOUT_BACKENDS)} (default: rollout.backend)",
     )
     p.add_argument("--prompt-tokens", type=int, default=1024, help="prompt tokens per turn (default 1024)")
     p.add_argument("--answer-tokens", type=int, default=None, help="answer tokens (default agent.max_new_tokens)")

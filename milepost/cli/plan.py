@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from milepost.cli.registry_help import env_names
+from milepost.envs import ENVS
 from milepost.errors import InputError
+from milepost.planning.planner import PLANNER_FORMS
 from milepost.types import Task
 
 
@@ -18,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Plan one task with the SGO planners and print the subgoals in order, each with the "
         "environment predicate it maps to (or 'judge only'), whether it holds now, and the planner's notes.",
     )
-    p.add_argument("--env", required=True, help="environment: sudoku | rushhour")
+    p.add_argument("--env", required=True, help=f"environment: {env_names()}")
     p.add_argument(
         "--task",
         required=True,
@@ -27,9 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--size", type=int, default=None, help="Sudoku board side (default: from the puzzle)")
     p.add_argument("--split", default="test", help="split of a dataset folder given as DATASET:N")
-    p.add_argument(
-        "--planner", default="programmatic", help="programmatic | llm:SPEC (SPEC = hf:PATH | openai:MODEL@BASE_URL)"
-    )
+    p.add_argument("--planner", default="programmatic", help=PLANNER_FORMS)
     p.add_argument("--action-mode", default=None, help="atomic | flexible | fixed | slide (Rush Hour step estimates)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=run)
@@ -76,7 +77,9 @@ def load_task(env: str, text: str, size: int | None, split: str = "test") -> Tas
         from milepost.envs.rushhour import make_task
 
         return make_task(text.strip())
-    raise InputError(f"unknown environment {env!r} (known: sudoku, rushhour)")
+    if env in ENVS:
+        raise InputError(f"{env}: --task takes DATASET:N (a puzzle or board text is read for sudoku and rushhour)")
+    raise InputError(f"unknown environment {env!r} (known: {env_names(', ')})")
 
 
 def describe(plan: Any, env: Any) -> str:

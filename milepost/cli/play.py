@@ -6,6 +6,7 @@ import argparse
 import io
 import sys
 
+from milepost.cli.registry_help import env_names, size_help
 from milepost.envs import ENVS, make_env
 from milepost.errors import InputError
 
@@ -17,8 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Play a puzzle through the environment: type actions (e.g. value(5, r3c7) or "
         "move(B, up)); 'quit' ends the game. Reads standard input, so it can be scripted.",
     )
-    p.add_argument("env", help=f"environment: {', '.join(ENVS.names())}")
-    p.add_argument("--size", type=int, default=None, help="board side (Sudoku 4, 6 or 9)")
+    p.add_argument("env", help=f"environment: {env_names()}")
+    p.add_argument("--size", type=int, default=None, help=f"size, per environment: {size_help()}")
     p.add_argument("--level", default=None, help="level name, e.g. L3 (Sudoku 9x9), S2 (small boards), 10-12")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated puzzle")
     p.add_argument("--max-steps", type=int, default=None, help="turn budget H_max (env default if omitted)")

@@ -51,22 +51,6 @@ KitBuilder = Callable[[], WorkerKit]
 driver state that holds a model)."""
 
 
-@dataclass
-class EvalKit:
-    """The kit ``milepost eval`` hands its workers: the policy and agent an :class:`EvalSpec` names."""
-
-    spec: Any  # milepost.evaluation.runner.EvalSpec (not imported here: runner imports this module)
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def __call__(self) -> WorkerKit:
-        from milepost.envs import make_env
-        from milepost.evaluation.runner import build_agent, build_policy
-
-        policy = build_policy(self.spec)
-        name, kwargs = self.spec.env, dict(self.env_kwargs)
-        return WorkerKit(lambda: make_env(name, **kwargs), policy, self.spec.settings, build_agent(self.spec, policy))
-
-
 @dataclass(frozen=True)
 class Fault:
     """An injected failure (tests and benchmarks): the first ``times`` attempts of an episode end, as the episode

@@ -39,7 +39,12 @@ def printable(text: str) -> str:
 
 
 class GameState(Protocol[A]):
-    """The game-state API that solvers, planners and tests use directly."""
+    """The game-state API that solvers, planners and tests use directly.
+
+    The observation text has one owner per game and imports run one way: Sudoku's renderers read the state
+    (``sudoku/render.py`` imports ``sudoku/state.py``, never back); Rush Hour's state prints itself, as nothing
+    below it prints.
+    """
 
     def legal_actions(self) -> list[A]: ...
 
@@ -48,8 +53,6 @@ class GameState(Protocol[A]):
     def is_solved(self) -> bool: ...
 
     def clone(self) -> Self: ...
-
-    def render_text(self) -> str: ...
 
 
 class Rules(Protocol[S, A]):

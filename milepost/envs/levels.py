@@ -62,14 +62,24 @@ DEFAULT_LEVELS: dict[tuple[str, int], str] = {
 }
 
 
+SIZE_MEANING: dict[str, str] = {"sudoku": "board side", "rushhour": "board side", "webshop": "items per order"}
+"""What ``size`` (the second key of ``LEVELS``, an environment's ``size=`` argument) counts in each environment."""
+
+
+def sizes_of(env: str) -> list[int]:
+    """The sizes ``LEVELS`` has levels for, ascending (empty for an environment it does not know)."""
+    return sorted(s for e, s in LEVELS if e == env)
+
+
 def levels_for(env: str, size: int) -> tuple[Level, ...]:
     """All levels of an environment at a board size."""
     try:
         return LEVELS[(env, size)]
     except KeyError:
-        sizes = sorted(s for e, s in LEVELS if e == env)
+        sizes = sizes_of(env)
         if not sizes:
-            raise InputError(f"unknown environment {env!r} (known: sudoku, rushhour)") from None
+            known = ", ".join(sorted({e for e, _ in LEVELS}))
+            raise InputError(f"unknown environment {env!r} (known: {known})") from None
         raise InputError(f"{env}: unsupported size {size} (supported: {', '.join(map(str, sizes))})") from None
 
 

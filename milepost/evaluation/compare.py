@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 import logging
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from milepost.envs.levels import SIZE_MEANING
 from milepost.errors import InputError
 from milepost.evaluation.metrics import Estimate, LevelMetrics
+from milepost.evaluation.plots import plot_success_vs_distance, plot_training, smooth, training_rows
 from milepost.tables import md_row, md_rule
 
 log = logging.getLogger(__name__)
@@ -122,8 +125,6 @@ def load_run(label: str, run: str | Path) -> Run:
     if metrics is not None:
         out.meta, out.levels = load_levels(metrics)
     if (folder / "metrics.jsonl").is_file():
-        from milepost.evaluation.plots import training_rows
-
         out.rows = training_rows(folder)
         for key, x_key, *_ in CURVES:
             points = [(int(r[x_key]), float(r[key])) for r in out.rows if x_key in r and r.get(key) is not None]
@@ -182,23 +183,49 @@ def all_ks(runs: Sequence[Run]) -> list[int]:
     return sorted(ks)
 
 
+def differences(runs: Sequence[Run]) -> dict[str, dict[str, Any]]:
+    """The properties on which the runs differ (environment, board size, level set): name -> label -> value,
+    runs that do not record the property left out."""
+    level_sets = {r.label: ",".join(lv.level for lv in r.levels) if r.levels else None for r in runs}
+    checks: dict[str, dict[str, Any]] = {
+        "environment": {r.label: r.env for r in runs},
+        "board size": {r.label: r.size for r in runs},
+        "levels": level_sets,
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, values in checks.items():
+        known = {label: v for label, v in values.items() if v is not None}
+        if len(set(map(str, known.values()))) > 1:
+            out[name] = known
+    return out
+
+
+def _listed(values: dict[str, Any]) -> str:
+    return ", ".join(f"{label}: {v}" for label, v in values.items())
+
+
 def mismatch_warnings(runs: Sequence[Run]) -> list[str]:
     """One line per property on which the runs differ: environment, board size, level set."""
-
-    def differs(name: str, values: dict[str, Any]) -> str | None:
-        known = {label: v for label, v in values.items() if v is not None}
-        if len(set(map(str, known.values()))) <= 1:
-            return None
-        listed = ", ".join(f"{label}: {v}" for label, v in known.items())
-        return f"the runs differ in {name} ({listed}): their rows are not comparable"
-
-    level_sets = {r.label: ",".join(lv.level for lv in r.levels) if r.levels else None for r in runs}
-    checks = [
-        differs("environment", {r.label: r.env for r in runs}),
-        differs("board size", {r.label: r.size for r in runs}),
-        differs("levels", level_sets),
+    return [
+        f"the runs differ in {name} ({_listed(values)}): their rows are not comparable"
+        for name, values in differences(runs).items()
     ]
-    return [w for w in checks if w is not None]
+
+
+def difference_note(runs: Sequence[Run]) -> str:
+    """The line the plots carry under their title when the runs differ (empty when they do not)."""
+    found = differences(runs)
+    if not found:
+        return ""
+    return "not comparable: the runs differ in " + "; ".join(f"{name} ({_listed(v)})" for name, v in found.items())
+
+
+def setting(run: Run) -> str:
+    """What a run played, for a panel title or legend: ``sudoku, board side 4`` (``?`` where unrecorded)."""
+    env, size = run.env, run.size
+    if size is None:
+        return env or "?"
+    return f"{env or '?'}, {SIZE_MEANING.get(env or '', 'size')} {size}"
 
 
 def training_table(runs: Sequence[Run]) -> str:
@@ -255,14 +282,6 @@ def plot_curves(
     return path
 
 
-def smooth(points: list[tuple[int, float]], window: int = 5) -> list[tuple[int, float]]:
-    out = []
-    for i, (x, _) in enumerate(points):
-        chunk = [y for _, y in points[max(0, i - window + 1) : i + 1]]
-        out.append((x, sum(chunk) / len(chunk)))
-    return out
-
-
 def compare(
     runs: Sequence[str | Path],
     out: str | Path,
@@ -313,33 +332,33 @@ def compare(
 
 
 def _plots(out_dir: Path, evaluated: Sequence[Run], loaded: Sequence[Run]) -> list[Path]:
-    from milepost.evaluation.plots import plot_success_vs_distance, plot_training
-
     files = []
     if evaluated:
-        no_dots: dict[int, tuple[int, int]] = {}
-        series = {r.label: (r.levels or [], no_dots) for r in evaluated}
-        files.append(plot_success_vs_distance(out_dir / "comparison.png", series, "success against goal distance"))
+        files.append(comparison_plot(out_dir / "comparison.png", evaluated))
+    note = "".join(f"\n{line}" for line in textwrap.wrap(difference_note(loaded), 100))
     logs = {r.label: r.rows for r in loaded if r.rows}
-    if logs and plot_training(out_dir / "training.png", logs, "training runs side by side", SMOOTH):
+    title = "training runs side by side" + note
+    if logs and plot_training(out_dir / "training.png", logs, title, SMOOTH):
         files.append(out_dir / "training.png")
     for c in CURVES:
         curves = {r.label: smooth(r.curves[c.key], SMOOTH) for r in loaded if c.key in r.curves}
         if curves:
-            title = f"training curves ({SMOOTH}-point running mean)"
+            title = f"training curves ({SMOOTH}-point running mean)" + note
             files.append(plot_curves(out_dir / c.file, curves, c.ylabel, title, xlabel=c.x_key, percent=c.percent))
     return files
 
 
-def compare_runs(
-    runs: Sequence[str | Path],
-    out: str | Path,
-    labels: Sequence[str] | None = None,
-    ks: Sequence[int] | None = None,
-    reference: dict[str, dict[str, float]] | None = None,
-) -> str:
-    """:func:`compare`, returning the Markdown text; its warnings go to the log."""
-    result = compare(runs, out, labels, ks, reference)
-    for warning in result.warnings:
-        log.warning("compare: %s", warning)
-    return result.text
+def comparison_plot(path: Path, evaluated: Sequence[Run]) -> Path:
+    """``comparison.png``: success against goal distance, one curve per run. When the runs differ (another
+    environment, size or level set) the figure says what differs under its title, each run is named with what it
+    played, and runs of another environment or size get a panel of their own: no curve seems to continue
+    another's."""
+    note = difference_note(evaluated)
+    series: dict[str, tuple[list[LevelMetrics], dict[int, tuple[int, int]]]] = {}
+    panels: dict[str, list[str]] = {}
+    for run in evaluated:
+        name = f"{run.label} ({setting(run)})" if note else run.label
+        series[name] = (run.levels or [], {})
+        panels.setdefault(setting(run), []).append(name)
+    title = "success against goal distance"
+    return plot_success_vs_distance(path, series, title, panels=panels if len(panels) > 1 else None, note=note)

@@ -4,55 +4,85 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from milepost.evaluation.metrics import LevelMetrics
+from milepost.io import read_jsonl
+from milepost.tracking import eval_scalars, read_metrics, step_of
 
 
 def plot_success_vs_distance(
     path: str | Path,
     series: Mapping[str, tuple[Sequence[LevelMetrics], Mapping[int, tuple[int, int]]]],
     title: str,
+    *,
+    panels: Mapping[str, Sequence[str]] | None = None,
+    note: str = "",
 ) -> Path:
     """Success against goal distance: per-level avg success with CIs (lines) and per-distance rates (dots).
 
     Args:
         series: label -> (level metrics, goal distance -> (successes, episodes)).
+        panels: panel title -> the labels drawn in it, side by side on one success axis (default: one panel
+            with every series); ``milepost compare`` puts runs of different environments or sizes apart.
+        note: a line under the title, e.g. what differs between the runs.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (label, (levels, by_distance)) in enumerate(series.items()):
-        color = f"C{i}"
-        xs = [lv.mean_goal_distance for lv in levels]
-        ys = [100 * lv.avg.value for lv in levels]
-        err = [
-            [100 * (lv.avg.value - lv.avg.lo) for lv in levels],
-            [100 * (lv.avg.hi - lv.avg.value) for lv in levels],
-        ]
-        ax.errorbar(xs, ys, yerr=err, marker="o", color=color, capsize=3, label=f"{label} (avg, 95% CI)")
-        if by_distance:
-            ds = list(by_distance)
-            rates = [100 * s / n for s, n in by_distance.values()]
-            sizes = [8 + 2 * n**0.5 for _, n in by_distance.values()]
-            ax.scatter(ds, rates, s=sizes, color=color, alpha=0.25, linewidths=0)
-    ax.set_xlabel("goal distance d(s0, g) (atomic actions)")
-    ax.set_ylabel("success (%)")
-    ax.set_ylim(-3, 103)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    groups = dict(panels) if panels else {"": list(series)}
+    width = 7.0 if len(groups) == 1 else 5.2 * len(groups)
+    fig, axes = plt.subplots(1, len(groups), figsize=(width, 4.2 + 0.5 * bool(note)), squeeze=False, sharey=True)
+    colour = {label: f"C{i}" for i, label in enumerate(series)}
+    for ax, (panel, labels) in zip(axes[0], groups.items()):
+        for label in labels:
+            levels, by_distance = series[label]
+            color = colour[label]
+            xs = [lv.mean_goal_distance for lv in levels]
+            ys = [100 * lv.avg.value for lv in levels]
+            err = [
+                [100 * (lv.avg.value - lv.avg.lo) for lv in levels],
+                [100 * (lv.avg.hi - lv.avg.value) for lv in levels],
+            ]
+            ax.errorbar(xs, ys, yerr=err, marker="o", color=color, capsize=3, label=f"{label} (avg, 95% CI)")
+            if by_distance:
+                ds = list(by_distance)
+                rates = [100 * s / n for s, n in by_distance.values()]
+                sizes = [8 + 2 * n**0.5 for _, n in by_distance.values()]
+                ax.scatter(ds, rates, s=sizes, color=color, alpha=0.25, linewidths=0)
+        ax.set_xlabel("goal distance d(s0, g) (atomic actions)")
+        ax.set_ylim(-3, 103)
+        ax.set_title(panel if len(groups) > 1 else title, fontsize=10 if len(groups) > 1 else None)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("success (%)")
+    if len(groups) > 1 or note:
+        heading = title if len(groups) > 1 else ""
+        lines = [heading] if heading else []
+        lines += textwrap.wrap(note, 110) if note else []
+        if len(groups) == 1:
+            axes[0][0].set_title(title)
+        fig.suptitle("\n".join(lines), fontsize=10, color="black")
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, metadata={"Title": title, "Description": note or "the runs are comparable"})
     plt.close(fig)
+    return out
+
+
+def smooth(points: list[tuple[int, float]], window: int = 5) -> list[tuple[int, float]]:
+    """The ``window``-point trailing running mean of ``points`` (the first points average what there is)."""
+    out = []
+    for i, (x, _) in enumerate(points):
+        chunk = [y for _, y in points[max(0, i - window + 1) : i + 1]]
+        out.append((x, sum(chunk) / len(chunk)))
     return out
 
 
@@ -107,8 +137,6 @@ TRAINING_PANELS = (
 
 def _panel_series(panel: Panel, rows: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, float]]]:
     """Legend label -> (step, value) points of the panel's metrics in ``rows`` (NaN stored as null: skipped)."""
-    from milepost.tracking import step_of
-
     out: dict[str, list[tuple[int, float]]] = {}
     for pattern, label in panel.series:
         keys = sorted({k for r in rows for k in r if fnmatch.fnmatchcase(k, pattern)})
@@ -143,8 +171,6 @@ def training_figure(runs: Mapping[str, Sequence[Mapping[str, Any]]], title: str,
 
     Returns the matplotlib ``Figure``; its panels' titles are those of ``TRAINING_PANELS`` it drew.
     """
-    from milepost.evaluation.compare import smooth
-
     logged = {label: [r for r in rows if r.get("phase") != "warmup"] for label, rows in runs.items()}
     drawn = []
     for panel in TRAINING_PANELS:
@@ -238,9 +264,6 @@ def training_rows(run_dir: str | Path) -> list[dict[str, Any]]:
     """A training run's ``metrics.jsonl`` rows under today's metric names (``tracking.read_metrics``: an older
     run's ``train/loss`` is read as ``loss/policy``), plus one row per periodic evaluation (``eval.jsonl``) with
     its per-level results as ``eval/LEVEL/...`` (the names the trackers use)."""
-    from milepost.io import read_jsonl
-    from milepost.tracking import eval_scalars, read_metrics
-
     folder = Path(run_dir)
     rows = read_metrics(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
     if (folder / "eval.jsonl").is_file():

@@ -12,12 +12,13 @@ import json
 import logging
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from milepost.agent.loop import Agent, AgentSettings, BackendPolicy, Job, run_episodes
-from milepost.backends.base import Backend, HTTPOptions, make_backend, parse_policy_spec
+from milepost.backends.base import Backend, HTTPOptions, make_backend, parse_policy_spec, policy_forms
 from milepost.backends.scripted import MOVES, scripted_policy
 from milepost.datasets import load_tasks
 from milepost.envs import make_env
@@ -111,6 +112,26 @@ class EvalSpec:
         return data
 
 
+class EpisodePool(Protocol):
+    """Plays an evaluation's episodes outside this process: the seam through which ``evaluate`` uses workers
+    without importing them (``milepost.distributed.eval_pool.RayEvalPool`` plays them on Ray actors).
+
+    ``play`` builds the policy and agent ``spec`` names wherever it plays, plays every job exactly once (seeded
+    from ``spec.seed`` and the job, so the episodes equal the in-process ones) and calls ``on_episode`` once per
+    finished episode, from this process.
+    """
+
+    def play(
+        self,
+        spec: EvalSpec,
+        env_kwargs: dict[str, Any],
+        jobs: list[Job],
+        *,
+        on_episode: Callable[[Episode], None],
+        progress: bool,
+    ) -> None: ...
+
+
 def select_tasks(spec: EvalSpec) -> list[Task]:
     tasks = load_tasks(spec.data, spec.split)
     if not tasks:
@@ -154,6 +175,7 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
 
         return SubgoalConditionedAgent()
     from milepost.planning import FallbackPolicy, LLMJudge, SGOAgent, SGOConfig, make_planner
+    from milepost.planning.planner import LLM_BACKENDS
 
     def backend_for(backend_spec: str) -> Backend:
         own = getattr(policy, "backend", None)
@@ -165,8 +187,9 @@ def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:
     judge = None
     if spec.judge is not None:
         parsed = parse_policy_spec(spec.judge)
-        if parsed.kind not in ("hf", "openai"):
-            raise InputError(f"--judge {spec.judge!r}: the judge needs a model backend (hf:PATH or openai:MODEL@URL)")
+        if parsed.kind not in LLM_BACKENDS:
+            forms = policy_forms(LLM_BACKENDS, " or ")
+            raise InputError(f"--judge {spec.judge!r}: the judge needs a model backend ({forms})")
         judge = LLMJudge(backend_for(str(parsed)))
     progress_judge = None
     if spec.judge_every:
@@ -185,24 +208,22 @@ def evaluate(
     policy: Any = None,
     agent: Agent | None = None,
     retry_failed: bool = False,
-    workers: int = 0,
+    pool: EpisodePool | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation and write ``metrics.json``, ``report.md`` and ``success.png``.
 
     ``policy`` overrides the one ``spec.policy`` names (the trainer evaluates its in-memory model this way;
     ``spec.policy`` is then only the label); ``agent`` likewise overrides the agent ``spec`` describes.
     ``retry_failed`` plays the episodes the backend failed (infrastructure failures) again, with the same
-    seeds, and replaces their records, so the run ends as if they had not failed. ``workers`` > 0 plays the
-    episodes on that many Ray actors (``milepost.distributed.workers``), each building the policy ``spec``
-    names; the episodes equal the in-process ones (0, the default).
+    seeds, and replaces their records, so the run ends as if they had not failed. ``pool`` plays the episodes
+    elsewhere (``milepost.distributed.eval_pool.RayEvalPool``: Ray actors, each building the policy ``spec``
+    names; the episodes equal the in-process ones); None, the default, plays them in this process.
 
     Everything is checked (data, levels, flags, policy and agent built) before the first write into
     ``out_dir``, and ``run.json`` is written with the first episode: a failed start leaves nothing behind.
     """
     out = Path(out_dir)
-    if workers < 0:
-        raise InputError(f"--workers must be >= 0, got {workers}")
-    if workers and (policy is not None or agent is not None or spec.single_turn):
+    if pool is not None and (policy is not None or agent is not None or spec.single_turn):
         raise InputError("--workers plays the multi-turn loop with the policy the spec names (not --single-turn)")
     tasks = select_tasks(spec)
     size = tasks[0].size
@@ -243,7 +264,7 @@ def evaluate(
     log.debug("%s: %d tasks x %d samples, %d episodes to play, %d done", out, len(tasks), spec.n, len(jobs), len(done))
     total = len(tasks) * spec.n
     if jobs:
-        if not workers:  # workers build their own policy and agent
+        if pool is None:  # a pool's workers build their own policy and agent
             policy = policy if policy is not None else build_policy(spec)
             agent = agent if agent is not None else build_agent(spec, policy)
         if progress:  # names the run before its bar (a horizon part's folder is the part's name)
@@ -260,22 +281,9 @@ def evaluate(
                 atomic_write_json(run_file, identity)
             append_jsonl(out / EPISODES, ep.to_dict())
 
-        if workers:
-            from milepost.distributed.workers import EvalKit, play_on_workers
-
-            run = play_on_workers(
-                EvalKit(spec, env_kwargs),
-                jobs,
-                workers=workers,
-                seed=spec.seed,
-                policy_name=str(parse_policy_spec(spec.policy)),
-                on_episode=record,
-                progress=progress,
-            )
-            c = run.counts
-            log.info(
-                "%s: %d episodes on %d workers, %d retried, %d lost", out, c.collected, workers, c.retried, c.exhausted
-            )
+        if pool is not None:
+            log.info("%s: playing %d episodes on %s", out, len(jobs), pool)
+            pool.play(spec, env_kwargs, jobs, on_episode=record, progress=progress)
         elif spec.single_turn and spec.env == "sudoku":
             play_single_turn(jobs, policy, spec.settings, spec.seed, record)
         else:

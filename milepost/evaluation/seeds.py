@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from milepost.errors import InputError
-from milepost.evaluation.compare import find_metrics, load_levels, smooth
+from milepost.evaluation.compare import find_metrics, load_levels
+from milepost.evaluation.plots import smooth
 from milepost.tables import md_row, md_rule
 from milepost.tracking import read_metrics
 

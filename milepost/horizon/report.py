@@ -15,7 +15,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from milepost.agent.loop import AgentSettings
 from milepost.backends.base import HTTPOptions
@@ -32,6 +32,9 @@ from milepost.horizon.estimator import (
 from milepost.horizon.suites import Suite, build_suite
 from milepost.io import atomic_write_json, atomic_write_text, read_jsonl
 from milepost.types import Episode
+
+if TYPE_CHECKING:
+    from milepost.evaluation.runner import EpisodePool
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +63,14 @@ def play_suite(
     settings: AgentSettings | None = None,
     sudoku_render: str | None = None,
     seed: int = 0,
-    workers: int = 0,
+    pool: EpisodePool | None = None,
     http: HTTPOptions | None = None,
     progress: bool = True,
     retry_failed: bool = False,
 ) -> tuple[dict[str, Any], dict[str, list[Episode]]]:
     """Build the suite under ``OUT/suite`` and play every part with the runner; the manifest and the episodes
-    per part (infrastructure failures included; the caller leaves them out). ``retry_failed`` plays the
+    per part (infrastructure failures included; the caller leaves them out). ``pool`` plays the episodes elsewhere
+    (``--workers``: ``milepost.distributed.eval_pool``; None: in this process). ``retry_failed`` plays the
     episodes the backend failed again (``milepost eval --retry-failed``)."""
     from milepost.evaluation.runner import EvalSpec, evaluate
 
@@ -94,7 +98,7 @@ def play_suite(
             http=http or HTTPOptions(),
         )
         log.info("horizon: playing %s (%s)", part.name, policy)
-        evaluate(spec, out / "runs" / part.name, progress=progress, workers=workers, retry_failed=retry_failed)
+        evaluate(spec, out / "runs" / part.name, progress=progress, pool=pool, retry_failed=retry_failed)
         rows = read_jsonl(out / "runs" / part.name / "episodes.jsonl")
         episodes[part.name] = [Episode.from_dict(r) for r in rows]
     return manifest, episodes

@@ -5,7 +5,8 @@ episode's predicate vocabulary (the environment's own subgoals). ``SGOAgent`` pu
 ``run_episodes(..., agent=SGOAgent(planner))``.
 """
 
-from milepost.planning.domains import DOMAINS, Domain, PlanRejected, Term, Vocabulary, domain_for
+from milepost.planning.domains import DOMAINS, domain_for
+from milepost.planning.domains.base import Domain, PlanRejected, Term, Vocabulary
 from milepost.planning.fallback import FallbackPolicy
 from milepost.planning.plan import Plan, programmatic_plan
 from milepost.planning.planner import LLMPlanner, Planner, ProgrammaticPlanner, make_planner

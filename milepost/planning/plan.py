@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from milepost.planning.domains import Domain, Vocabulary
+from milepost.planning.domains.base import Domain, Vocabulary
 from milepost.types import Subgoal
 
 PLAN_SOURCES = ("programmatic", "llm", "fallback")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from milepost.backends.base import Backend, GenerationRequest, SamplingParams
+from milepost.backends.base import Backend, GenerationRequest, SamplingParams, policy_forms
 from milepost.errors import InputError
-from milepost.planning.domains import PlanRejected, domain_for
+from milepost.planning.domains import domain_for
+from milepost.planning.domains.base import PlanRejected
 from milepost.planning.plan import Plan, programmatic_plan
 from milepost.planning.schema import PlanLimits, plan_from_answer, planner_prompt
 
@@ -107,6 +108,12 @@ class LLMPlanner:
         return plan
 
 
+LLM_BACKENDS = ("hf", "openai")
+"""The backends an LLM planner or judge can use (``llm:SPEC``, ``--judge SPEC``)."""
+PLANNER_FORMS = f"programmatic | llm:SPEC (SPEC = {policy_forms(LLM_BACKENDS)})"
+"""How a ``--planner`` value is written."""
+
+
 def make_planner(spec: str, backend_for: Any = None, **options: Any) -> Planner:
     """The planner a ``--planner`` value names: ``programmatic`` or ``llm:SPEC`` (SPEC a backend spec such as
     ``hf:PATH`` or ``openai:MODEL@URL``).
@@ -127,8 +134,10 @@ def make_planner(spec: str, backend_for: Any = None, **options: Any) -> Planner:
         from milepost.backends.base import make_backend, parse_policy_spec
 
         parsed = parse_policy_spec(arg)
-        if parsed.kind not in ("hf", "openai"):
-            raise InputError(f"planner {spec!r}: the LLM planner needs a model backend (hf:PATH or openai:MODEL@URL)")
+        if parsed.kind not in LLM_BACKENDS:
+            raise InputError(
+                f"planner {spec!r}: the LLM planner needs a model backend ({policy_forms(LLM_BACKENDS, ' or ')})"
+            )
         backend = (backend_for or make_backend)(str(parsed))
         return LLMPlanner(backend, **options)
-    raise InputError(f"planner {spec!r}: expected programmatic or llm:SPEC (SPEC = hf:PATH | openai:MODEL@URL)")
+    raise InputError(f"planner {spec!r}: expected {PLANNER_FORMS}")

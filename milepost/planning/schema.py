@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from milepost.planning.domains import Domain, PlanRejected, Vocabulary
+from milepost.planning.domains.base import Domain, PlanRejected, Vocabulary
 from milepost.planning.plan import Plan, env_item, pending_subgoals
 from milepost.types import Subgoal
 

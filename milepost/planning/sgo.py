@@ -18,7 +18,8 @@ from milepost.agent.loop import LiveEpisode
 from milepost.agent.parsing import parse_answer
 from milepost.agent.prompts import SGO_ANSWER_FORMAT
 from milepost.errors import InputError
-from milepost.planning.domains import Domain, domain_for
+from milepost.planning.domains import domain_for
+from milepost.planning.domains.base import Domain
 from milepost.planning.fallback import FallbackPolicy, decide, detector_for, stuck_reason
 from milepost.planning.planner import Planner, ProgrammaticPlanner
 from milepost.planning.progress_judge import ProgressJudge, environment_progress

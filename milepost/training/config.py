@@ -305,6 +305,10 @@ class EvalConfig:
             raise ValueError(f"eval.ks: every k must be between 1 and eval.n = {self.n} (got {self.ks})")
 
 
+ROLLOUT_BACKENDS = ("hf", "vllm", "openai")
+"""The generators ``rollout.backend`` can name (``milepost.rollout.make_rollout_source`` builds each)."""
+
+
 @dataclass
 class RolloutConfig:
     """Where ``milepost train`` gets its rollouts and how the generator gets the trainer's weights
@@ -332,7 +336,7 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         kind = self.backend.partition(":")[0]
-        if kind not in ("hf", "vllm", "openai"):
+        if kind not in ROLLOUT_BACKENDS:
             raise ValueError(f"rollout.backend: {self.backend!r} is not hf, vllm or openai:MODEL@URL")
         if kind == "openai" and "@http" not in self.backend:
             raise ValueError(f"rollout.backend: {self.backend!r} needs the server, openai:MODEL@http://HOST:PORT/v1")

@@ -37,6 +37,7 @@ from milepost.backends.scripted import ReplayPolicy, ScriptedPolicy
 from milepost.config import to_yaml
 from milepost.datasets import load_tasks
 from milepost.errors import InputError
+from milepost.evaluation.plots import plot_training_log
 from milepost.io import atomic_write_json, read_jsonl
 from milepost.progress import progress_bar
 from milepost.tracking import Tracker
@@ -339,7 +340,8 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         if (step + 1) % cfg.checkpoint_every == 0 and step + 1 < total_steps:
             save_checkpoint(run_dir, step + 1, model, tokenizer, optimizer, scheduler, config_yaml)
     bar.close()
-    tracker.close()  # and RUN/training.png
+    tracker.close()
+    plot_training_log(run_dir)  # RUN/training.png from metrics.jsonl
     model.eval()
     final = run_dir / "final"
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):

@@ -28,6 +28,7 @@ from milepost.backends.logprobs import sequence_logprobs
 from milepost.config import to_yaml
 from milepost.distributed.fsdp import FSDP
 from milepost.distributed.fsdp import setup as fsdp_setup
+from milepost.evaluation.plots import plot_training_log
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import append_jsonl
 from milepost.progress import progress_bar
@@ -391,6 +392,264 @@ def _end_phase(
     return stats
 
 
+@dataclass
+class Iteration:
+    """One iteration's rollouts and timings, as :meth:`RLRun.collect` hands them to the later phases."""
+
+    index: int  # 0-based; the checkpoint and the logged row say ``index + 1`` iterations done
+    phase: Phase
+    pool: list[Any]
+    rng: random.Random  # every random choice of the iteration: tasks, minibatch order, critic fit
+    episodes: list[Episode]
+    sync_s: float
+    started: float  # perf_counter stamps: rollout start and end, update end, critic-fit end
+    played: float
+    updated: float = 0.0
+    fitted: float = 0.0
+    critic: Any = None  # MiRA's critic samples of the usable episodes (scored, then fitted)
+
+
+class RLRun:
+    """One session of ``milepost train``: the run's model, optimizer, rollout source, tracker and MiRA state,
+    built (or restored from ``RUN``'s last checkpoint) before anything is written, and the phases of an
+    iteration as methods that :func:`train_rl` calls in order.
+
+    Under ``torchrun`` with several processes the model is trained with FSDP2 (``milepost.distributed.fsdp``):
+    rank 0 generates and writes, every rank trains on its share of each minibatch.
+    """
+
+    def __init__(self, cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False) -> None:
+        self.cfg = cfg
+        self.fsdp = fsdp = fsdp_setup(cfg)  # FSDP hook: None unless torchrun started several processes
+        self.main = fsdp is None or fsdp.is_main
+        self.run_dir = run_dir = Path(out_dir)
+        self.config_yaml = to_yaml(cfg)
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.pools: dict[str, list[Any]] = {}
+        with start_guard(run_dir):  # a start that fails here leaves no files behind
+            for phase in cfg.rl.curriculum or [phase_at(cfg, 0)]:
+                self.pool_of(phase)  # every phase's tasks exist before anything is written
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_run_config(run_dir, self.config_yaml, resume=resume)
+            # metrics.jsonl + logging.backends; checked before training
+            self.tracker = Tracker(cfg, run_dir, enabled=self.main)
+            ckpt = latest_checkpoint(run_dir) if resume else None
+
+            def load() -> tuple[Any, Any]:
+                if ckpt is not None:
+                    return load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
+                return load_policy(cfg, run_dir)
+
+            # FSDP hook: rank 0 alone loads (and builds tiny:); the others build the architecture on the meta device
+            model, self.tokenizer = load() if fsdp is None else fsdp.load(load)
+            self.pad_id, eos_ids = special_ids(model, self.tokenizer)
+            if cfg.rl.activation_checkpointing:
+                enable_activation_checkpointing(model)
+            if fsdp is not None:  # FSDP hook: shard rank 0's weights; rank 0 keeps an unsharded copy for hf rollouts
+                model = fsdp.shard(model)
+            self.model = model
+            self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
+            self.mira = MiRA(cfg, model, self.pad_id, min(eos_ids)) if cfg.mira.enabled else None
+            self.curricula: dict[str, FailureCurriculum] = {}
+            self.phase_outcomes: list[EpisodeOutcome] = []
+            self.start = 0
+            if ckpt is not None:
+                self._restore(ckpt)
+            if fsdp is None:
+                source: RolloutSource = make_rollout_source(cfg, model, self.tokenizer, run_dir)
+            else:  # FSDP hook: rank 0's generator; pushes gather the shards
+                source = fsdp.rollout_source(cfg, model, self.tokenizer, run_dir)
+            if cfg.rollout.workers:  # Ray actors play the rollouts; each sync also pushes the weights to them
+                from milepost.distributed.rollout import WorkerSource
+
+                source = WorkerSource(cfg, source, self.tokenizer, run_dir)
+            self.source = source
+            source.sync(model, self.tokenizer, self.start)  # the generator starts on the weights training starts from
+        # Rows a killed session wrote after its last checkpoint are dropped by the tracker when this session logs
+        # its first row (Tracker._begin), for SFT and RL alike.
+        self.settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
+        # FSDP: rank 0 alone generates
+        self.policy: Any = BackendPolicy(source.backend, self.settings) if self.main else None
+        self._make: Any = None
+
+    def pool_of(self, phase: Phase) -> list[Any]:
+        """The training tasks of a curriculum phase's levels (selected once per level set)."""
+        if phase.levels not in self.pools:
+            self.pools[phase.levels] = select_tasks(self.cfg, "train", phase.levels or None)
+        return self.pools[phase.levels]
+
+    def _restore(self, ckpt: Path) -> None:
+        """The optimizer, the iteration and MiRA's critics, curricula and phase outcomes of ``ckpt``."""
+        cfg, fsdp, optimizer = self.cfg, self.fsdp, self.optimizer
+        state, meta = load_checkpoint_state(ckpt, last_step=cfg.rl.iterations)
+        load_optimizer = optimizer.load_state_dict if fsdp is None else fsdp.optimizer_loader(self.model, optimizer)
+        restore_state("optimizer", load_optimizer, state["optimizer"], ckpt)
+        self.start = meta.step
+        extra = state.get("extra_state") or {}
+        if self.mira is not None and "mira" in extra:
+            self.mira.load_state_dict(extra["mira"], self.model)
+            self.phase_outcomes = [EpisodeOutcome(*o) for o in extra["phase_outcomes"]]
+            for levels, cur_state in extra["curricula"].items():
+                self.curricula[levels] = _curriculum(cfg, self.pool_of(Phase(levels=levels, iterations=1)))
+                self.curricula[levels].load_state_dict(cur_state)
+
+    def play(self, tasks: list[Any], seed: int) -> list[Episode]:
+        """``rl.samples_per_task`` episodes of each task with the rollout source's policy (or its Ray actors)."""
+        cfg = self.cfg
+        if self._make is None:
+            self._make = env_factory(cfg, tasks[0].size)
+        jobs = [Job(t, s) for t in tasks for s in range(cfg.rl.samples_per_task)]
+        remote = getattr(self.source, "play", None)  # rollout.workers: the Ray actors play them
+        if remote is not None:
+            return remote(jobs, seed)
+        return run_episodes(
+            self._make, jobs, self.policy, self.settings, seed=seed, progress=False, agent=make_agent(cfg)
+        )
+
+    def warm_up_critics(self) -> None:
+        """MiRA, first session only: rollouts of the initial policy train the critics before any policy update."""
+        cfg, mira = self.cfg, self.mira
+        if mira is None or self.start != 0:
+            return
+        for w in range(cfg.mira.warmup_iterations):
+            rng = random.Random(f"{cfg.seed}:warmup:{w}")
+            pool = self.pool_of(phase_at(cfg, 0))
+            episodes = self.play(rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool))), cfg.seed * 1_000_003 - 1 - w)
+            usable = [ep for ep in episodes if ep.turns]
+            crit = mira.samples(self.model, usable)
+            warm = mira.quality(usable, crit)
+            warm |= mira.fit(crit, rng)
+            self.tracker.log({"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm})
+
+    def collect(self, it: int) -> Iteration:
+        """Sample the phase's tasks (MiRA's curriculum or uniformly), push the weights to the generator when it
+        is ``rollout.sync_every`` iterations behind, and play the episodes (under FSDP rank 0 plays)."""
+        cfg, mira, source = self.cfg, self.mira, self.source
+        phase = phase_at(cfg, it)
+        pool = self.pool_of(phase)
+        rng = random.Random(f"{cfg.seed}:{it}")
+        n_tasks = min(cfg.rl.tasks_per_iter, len(pool))
+        if mira is not None and cfg.mira.curriculum:
+            if phase.levels not in self.curricula:
+                self.curricula[phase.levels] = _curriculum(cfg, pool)
+            tasks = self.curricula[phase.levels].sample(rng, n_tasks)
+        else:
+            tasks = rng.sample(pool, n_tasks)
+        if mira is not None and mira.needs_reference() and (it % cfg.mira.phase_iterations == 0 or mira.ref is None):
+            mira.refresh_reference(self.model)
+        sync_s = source.sync(self.model, self.tokenizer, it) if it - source.version >= cfg.rollout.sync_every else 0.0
+        started = time.perf_counter()
+        if self.fsdp is None:
+            episodes = self.play(tasks, cfg.seed * 1_000_003 + it)
+        else:  # FSDP hook: rank 0 plays, every rank gets the episodes
+            episodes = self.fsdp.on_main(self.play, tasks, cfg.seed * 1_000_003 + it)
+        played = time.perf_counter()
+        for ep in episodes:
+            ep.meta["policy_version"] = source.version
+        return Iteration(it, phase, pool, rng, episodes, sync_s, started, played)
+
+    def score(self, batch: Iteration) -> tuple[list[TurnSample], dict[str, float]]:
+        """The turns that enter the loss with their advantages: MiRA's critics', else ``rl.estimator``'s; and
+        MiRA's statistics of them."""
+        if self.mira is None:
+            return turn_samples(batch.episodes, self.cfg), {}
+        usable = [ep for ep in batch.episodes if ep.turns]
+        batch.critic = self.mira.samples(self.model, usable)
+        adv, stats = self.mira.advantages(usable, batch.critic, batch.index)
+        return turn_samples(batch.episodes, self.cfg, adv), stats
+
+    def update_policy(self, batch: Iteration, samples: list[TurnSample]) -> tuple[dict[str, float], dict[str, float]]:
+        """M minibatch steps on the turns (:func:`update`); then MiRA fits its critics and, at the end of a MiRA
+        phase, re-weights and filters the curriculum. Returns (update statistics, MiRA statistics)."""
+        cfg, mira = self.cfg, self.mira
+        ref = mira.ref if mira is not None else None
+        upd = (
+            update(self.model, self.optimizer, samples, cfg, self.pad_id, batch.rng, ref, self.fsdp) if samples else {}
+        )
+        batch.updated = time.perf_counter()
+        mstats: dict[str, float] = {}
+        if mira is not None:
+            mstats |= mira.fit(batch.critic, batch.rng)
+            self.phase_outcomes += [EpisodeOutcome(ep.task_id, ep.level, ep.success) for ep in batch.episodes]
+        batch.fitted = time.perf_counter()
+        if mira is not None and (batch.index + 1) % cfg.mira.phase_iterations == 0:
+            curriculum = self.curricula.get(batch.phase.levels)
+            mstats |= _end_phase(cfg, mira, curriculum, self.phase_outcomes, self.model, batch.pool)
+            self.phase_outcomes = []
+        return upd, mstats
+
+    def log(self, batch: Iteration, upd: dict[str, float], mstats: dict[str, float]) -> dict[str, Any]:
+        """The iteration's row of ``metrics.jsonl`` (rollout, update, staleness, MiRA and timing metrics), sent to
+        the tracker by rank 0; returned for the progress bar."""
+        source, it = self.source, batch.index
+        row: dict[str, Any] = {"iteration": it + 1, "phase": batch.phase.levels, **rollout_stats(batch.episodes)}
+        row |= {UPDATE_METRICS[k]: v for k, v in upd.items()}
+        # Policy it's behaviour came from, and how many updates behind the trainer's weights it was.
+        row |= {"rollout/policy_version": source.version, "train/staleness": it - source.version}
+        row |= mstats
+        t0, t1, t2, t3 = batch.started, batch.played, batch.updated, batch.fitted
+        row |= {
+            "perf/rollout_s": t1 - t0,
+            "perf/update_s": t2 - t1,
+            "perf/critic_s": t3 - t2,
+            "perf/rollout_share": (t1 - t0) / max(t3 - t0, 1e-9),
+            "perf/sync_s": batch.sync_s,
+        }
+        if self.main:
+            self.tracker.log(row)
+        return row
+
+    def checkpoint(self, done: int) -> None:
+        """``RUN/checkpoint-DONE``: weights, optimizer and MiRA's state (under FSDP gathered to rank 0)."""
+        mira = self.mira
+        extra_state = None
+        if mira is not None:
+            extra_state = {
+                "mira": mira.state_dict(),
+                "curricula": {lv: c.state_dict() for lv, c in self.curricula.items()},
+                "phase_outcomes": [tuple(o) for o in self.phase_outcomes],
+            }
+        args = (self.run_dir, done, self.model, self.tokenizer, self.optimizer)
+        if self.fsdp is not None:  # FSDP hook: gathered to rank 0, written as an ordinary checkpoint
+            self.fsdp.save_checkpoint(*args, self.config_yaml)
+        else:
+            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+                save_checkpoint(*args, None, self.config_yaml, extra_state=extra_state)
+
+    def evaluate(self, folder: Path, done: int, *, progress: bool, final: bool = False) -> None:
+        """Evaluate the current weights into ``folder`` (every rank syncs; rank 0 plays), then record the result in
+        ``eval.jsonl`` and the logging backends at iteration ``done``."""
+        self.source.sync(self.model, self.tokenizer, done)
+        if self.main:
+            result = evaluate_policy(self.cfg, self.source.backend, folder, self.cfg.name, progress=progress)
+            append_jsonl(
+                self.run_dir / "eval.jsonl",
+                {"iteration": done, "levels": result["levels"], **({"final": True} if final else {})},
+            )
+            self.tracker.log_eval(done, result["levels"])
+        if self.fsdp is not None:  # FSDP hook: the other ranks wait on the gloo group, not in the next NCCL collective
+            self.fsdp.wait_for_main()
+
+    def close(self) -> None:
+        """Close the trackers, draw ``RUN/training.png`` from ``metrics.jsonl`` (rank 0), stop the generator."""
+        self.tracker.close()
+        if self.main:
+            plot_training_log(self.run_dir)
+        self.source.close()
+
+    def save_final(self) -> Path:
+        """``RUN/final``: the trained model and tokenizer (under FSDP gathered and written by rank 0)."""
+        final = self.run_dir / "final"
+        if self.fsdp is not None:  # FSDP hook: the gathered model, written by rank 0
+            self.fsdp.save_final(self.model, self.tokenizer, final)
+            return final
+        with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+            self.model.save_pretrained(final)
+            self.tokenizer.save_pretrained(final)
+        return final
+
+
 def train_rl(
     cfg: TrainConfig,
     out_dir: str | Path,
@@ -403,213 +662,41 @@ def train_rl(
 ) -> Path:
     """Run REINFORCE from ``cfg.model`` (or resume ``out_dir``) and return the final model directory.
 
+    Each iteration is collect -> score -> update -> log -> checkpoint -> evaluate (:class:`RLRun`'s phases).
     ``final_eval`` evaluates the final policy into ``RUN/eval`` before the trackers close, so its results reach
     ``eval.jsonl`` and every logging backend like the periodic evaluations'.
     ``stop_after`` ends the run after that many iterations as if it had been killed (for resume tests).
     ``on_episodes(it, episodes)`` sees each iteration's rollout episodes (``it`` from 0) before the update, on
     the process that plays them (e.g. to keep some iterations' episodes for ``milepost credit audit``).
-    Under ``torchrun`` with several processes the model is trained with FSDP2 (``milepost.distributed.fsdp``):
-    rank 0 generates and writes, every rank trains on its share of each minibatch.
     """
-    fsdp = fsdp_setup(cfg)  # FSDP hook: None unless torchrun started several processes
-    main = fsdp is None or fsdp.is_main
-    run_dir = Path(out_dir)
-    config_yaml = to_yaml(cfg)
-    torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
-    pools: dict[str, list[Any]] = {}
-
-    def pool_of(phase: Phase) -> list[Any]:
-        if phase.levels not in pools:
-            pools[phase.levels] = select_tasks(cfg, "train", phase.levels or None)
-        return pools[phase.levels]
-
-    with start_guard(run_dir):  # a start that fails here leaves no files behind
-        for phase in cfg.rl.curriculum or [phase_at(cfg, 0)]:
-            pool_of(phase)  # every phase's tasks exist before anything is written
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_run_config(run_dir, config_yaml, resume=resume)
-        tracker = Tracker(cfg, run_dir, enabled=main)  # metrics.jsonl + logging.backends; checked before training
-        ckpt = latest_checkpoint(run_dir) if resume else None
-
-        def load() -> tuple[Any, Any]:
-            if ckpt is not None:
-                return load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
-            return load_policy(cfg, run_dir)
-
-        # FSDP hook: rank 0 alone loads (and builds tiny:); the others build the architecture on the meta device
-        model, tokenizer = load() if fsdp is None else fsdp.load(load)
-        pad_id, eos_ids = special_ids(model, tokenizer)
-        if cfg.rl.activation_checkpointing:
-            enable_activation_checkpointing(model)
-        if fsdp is not None:  # FSDP hook: shard rank 0's weights; rank 0 keeps an unsharded copy for hf rollouts
-            model = fsdp.shard(model)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=cfg.rl.weight_decay)
-        mira = MiRA(cfg, model, pad_id, min(eos_ids)) if cfg.mira.enabled else None
-        curricula: dict[str, FailureCurriculum] = {}
-        phase_outcomes: list[EpisodeOutcome] = []
-        start = 0
-        if ckpt is not None:
-            state, meta = load_checkpoint_state(ckpt, last_step=cfg.rl.iterations)
-            load_optimizer = optimizer.load_state_dict if fsdp is None else fsdp.optimizer_loader(model, optimizer)
-            restore_state("optimizer", load_optimizer, state["optimizer"], ckpt)
-            start = meta.step
-            extra = state.get("extra_state") or {}
-            if mira is not None and "mira" in extra:
-                mira.load_state_dict(extra["mira"], model)
-                phase_outcomes = [EpisodeOutcome(*o) for o in extra["phase_outcomes"]]
-                for levels, cur_state in extra["curricula"].items():
-                    curricula[levels] = _curriculum(cfg, pool_of(Phase(levels=levels, iterations=1)))
-                    curricula[levels].load_state_dict(cur_state)
-        if fsdp is None:
-            source: RolloutSource = make_rollout_source(cfg, model, tokenizer, run_dir)
-        else:  # FSDP hook: rank 0's generator; pushes gather the shards
-            source = fsdp.rollout_source(cfg, model, tokenizer, run_dir)
-        if cfg.rollout.workers:  # Ray actors play the rollouts; each sync also pushes the weights to them
-            from milepost.distributed.rollout import WorkerSource
-
-            source = WorkerSource(cfg, source, tokenizer, run_dir)
-        source.sync(model, tokenizer, start)  # the generator starts on the weights training starts from
-    # Rows a killed session wrote after its last checkpoint are dropped by the tracker when this session logs
-    # its first row (Tracker._begin), for SFT and RL alike.
-
-    def evaluate_and_log(folder: Path, done: int, *, progress: bool, final: bool = False) -> None:
-        """Evaluate the current weights into ``folder`` (every rank syncs; rank 0 plays), then record the result in
-        ``eval.jsonl`` and the logging backends at iteration ``done``."""
-        source.sync(model, tokenizer, done)
-        if main:
-            result = evaluate_policy(cfg, source.backend, folder, cfg.name, progress=progress)
-            append_jsonl(
-                run_dir / "eval.jsonl",
-                {"iteration": done, "levels": result["levels"], **({"final": True} if final else {})},
-            )
-            tracker.log_eval(done, result["levels"])
-        if fsdp is not None:  # FSDP hook: the other ranks wait on the gloo group, not in the next NCCL collective
-            fsdp.wait_for_main()
-
-    settings = agent_settings(cfg, batch_size=cfg.rl.tasks_per_iter * cfg.rl.samples_per_task)
-    policy: Any = BackendPolicy(source.backend, settings) if main else None  # FSDP: rank 0 alone generates
-    make = None
-
-    def play(tasks: list[Any], seed: int) -> list[Episode]:
-        nonlocal make
-        if make is None:
-            make = env_factory(cfg, tasks[0].size)
-        jobs = [Job(t, s) for t in tasks for s in range(cfg.rl.samples_per_task)]
-        remote = getattr(source, "play", None)  # rollout.workers: the Ray actors play them
-        if remote is not None:
-            return remote(jobs, seed)
-        return run_episodes(make, jobs, policy, settings, seed=seed, progress=False, agent=make_agent(cfg))
-
-    if mira is not None and start == 0:
-        # Critic warm-up: rollouts of the initial policy train the critics before any policy update.
-        for w in range(cfg.mira.warmup_iterations):
-            rng = random.Random(f"{cfg.seed}:warmup:{w}")
-            pool = pool_of(phase_at(cfg, 0))
-            episodes = play(rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool))), cfg.seed * 1_000_003 - 1 - w)
-            usable = [ep for ep in episodes if ep.turns]
-            crit = mira.samples(model, usable)
-            warm = mira.quality(usable, crit)
-            warm |= mira.fit(crit, rng)
-            tracker.log({"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm})
-
+    run = RLRun(cfg, out_dir, resume=resume)
+    run.warm_up_critics()
     bar = progress_bar(
-        range(start, cfg.rl.iterations),
+        range(run.start, cfg.rl.iterations),
         desc=f"train [{cfg.name}]",
-        enabled=progress and main,
-        initial=start,
+        enabled=progress and run.main,
+        initial=run.start,
         total=cfg.rl.iterations,
     )
     for it in bar:
-        phase = phase_at(cfg, it)
-        pool = pool_of(phase)
-        rng = random.Random(f"{cfg.seed}:{it}")
-        n_tasks = min(cfg.rl.tasks_per_iter, len(pool))
-        if mira is not None and cfg.mira.curriculum:
-            if phase.levels not in curricula:
-                curricula[phase.levels] = _curriculum(cfg, pool)
-            tasks = curricula[phase.levels].sample(rng, n_tasks)
-        else:
-            tasks = rng.sample(pool, n_tasks)
-        if mira is not None and mira.needs_reference() and (it % cfg.mira.phase_iterations == 0 or mira.ref is None):
-            mira.refresh_reference(model)
-        sync_s = source.sync(model, tokenizer, it) if it - source.version >= cfg.rollout.sync_every else 0.0
-        t0 = time.perf_counter()
-        if fsdp is None:
-            episodes = play(tasks, cfg.seed * 1_000_003 + it)
-        else:  # FSDP hook: rank 0 plays, every rank gets the episodes
-            episodes = fsdp.on_main(play, tasks, cfg.seed * 1_000_003 + it)
-        t1 = time.perf_counter()
-        for ep in episodes:
-            ep.meta["policy_version"] = source.version
-        if on_episodes is not None and main:
-            on_episodes(it, episodes)
-        mstats: dict[str, float] = {}
-        if mira is not None:
-            usable = [ep for ep in episodes if ep.turns]
-            crit = mira.samples(model, usable)
-            adv, mstats = mira.advantages(usable, crit, it)
-            samples = turn_samples(episodes, cfg, adv)
-        else:
-            samples = turn_samples(episodes, cfg)
-        ref = mira.ref if mira is not None else None
-        upd = update(model, optimizer, samples, cfg, pad_id, rng, ref, fsdp) if samples else {}
-        t2 = time.perf_counter()
-        if mira is not None:
-            mstats |= mira.fit(crit, rng)
-            phase_outcomes += [EpisodeOutcome(ep.task_id, ep.level, ep.success) for ep in episodes]
-        t3 = time.perf_counter()
-        done = it + 1
-        if mira is not None and done % cfg.mira.phase_iterations == 0:
-            mstats |= _end_phase(cfg, mira, curricula.get(phase.levels), phase_outcomes, model, pool)
-            phase_outcomes = []
-        row: dict[str, Any] = {"iteration": done, "phase": phase.levels, **rollout_stats(episodes)}
-        row |= {UPDATE_METRICS[k]: v for k, v in upd.items()}
-        # Policy it's behaviour came from, and how many updates behind the trainer's weights it was.
-        row |= {"rollout/policy_version": source.version, "train/staleness": it - source.version}
-        row |= mstats
-        row |= {
-            "perf/rollout_s": t1 - t0,
-            "perf/update_s": t2 - t1,
-            "perf/critic_s": t3 - t2,
-            "perf/rollout_share": (t1 - t0) / max(t3 - t0, 1e-9),
-            "perf/sync_s": sync_s,
-        }
-        if main:
-            tracker.log(row)
+        batch = run.collect(it)
+        if on_episodes is not None and run.main:
+            on_episodes(it, batch.episodes)
+        samples, mstats = run.score(batch)
+        upd, fitted = run.update_policy(batch, samples)
+        row = run.log(batch, upd, mstats | fitted)
         bar.set_postfix(success=f"{row['rollout/success']:.2f}", masked=f"{upd.get('masked_frac', 0):.2f}")
+        done = it + 1
         if done % cfg.checkpoint_every == 0 or done == cfg.rl.iterations or done == stop_after:
-            extra_state = None
-            if mira is not None:
-                extra_state = {
-                    "mira": mira.state_dict(),
-                    "curricula": {lv: c.state_dict() for lv, c in curricula.items()},
-                    "phase_outcomes": [tuple(o) for o in phase_outcomes],
-                }
-            if fsdp is not None:  # FSDP hook: gathered to rank 0, written as an ordinary checkpoint
-                fsdp.save_checkpoint(run_dir, done, model, tokenizer, optimizer, config_yaml)
-            else:
-                with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-                    save_checkpoint(
-                        run_dir, done, model, tokenizer, optimizer, None, config_yaml, extra_state=extra_state
-                    )
+            run.checkpoint(done)
         if cfg.eval.every and done % cfg.eval.every == 0 and done < cfg.rl.iterations:
-            evaluate_and_log(run_dir / f"eval-{done:06d}", done, progress=False)
+            run.evaluate(run.run_dir / f"eval-{done:06d}", done, progress=False)
         if stop_after is not None and done >= stop_after:
             bar.close()
-            tracker.close()
-            source.close()
-            return run_dir
+            run.close()
+            return run.run_dir
     bar.close()
     if final_eval:
-        evaluate_and_log(run_dir / "eval", done, progress=progress, final=True)
-    tracker.close()  # and RUN/training.png
-    source.close()
-    final = run_dir / "final"
-    if fsdp is not None:  # FSDP hook: the gathered model, written by rank 0
-        fsdp.save_final(model, tokenizer, final)
-        return final
-    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-        model.save_pretrained(final)
-        tokenizer.save_pretrained(final)
-    return final
+        run.evaluate(run.run_dir / "eval", cfg.rl.iterations, progress=progress, final=True)
+    run.close()
+    return run.save_final()

@@ -31,8 +31,9 @@ import pytest
 
 from milepost.agent.loop import AgentSettings, Job, run_episodes
 from milepost.datasets import write_dataset
+from milepost.distributed.eval_pool import EvalKit
 from milepost.distributed.recovery import WorkersLost, WorkerTimeouts
-from milepost.distributed.workers import EvalKit, Fault, WorkerPool, _Call, init_ray
+from milepost.distributed.workers import Fault, WorkerPool, _Call, init_ray
 from milepost.envs import make_env
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy

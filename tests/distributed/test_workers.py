@@ -17,7 +17,8 @@ import pytest
 from milepost.agent.loop import AgentSettings, Job, run_episodes
 from milepost.cli.main import main
 from milepost.datasets import load_tasks, write_dataset
-from milepost.distributed.workers import EvalKit, init_ray, play_on_workers
+from milepost.distributed.eval_pool import EvalKit, RayEvalPool
+from milepost.distributed.workers import init_ray, play_on_workers
 from milepost.envs import make_env
 from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
@@ -81,7 +82,7 @@ def test_hf_at_temperature_zero_on_two_workers_equals_in_process(
         settings=AgentSettings(temperature=0.0, max_new_tokens=12, batch_size=8),
     )
     evaluate(spec, tmp_path / "w0", progress=False)
-    evaluate(spec, tmp_path / "w2", progress=False, workers=2)
+    evaluate(spec, tmp_path / "w2", progress=False, pool=RayEvalPool(2))
     local, remote = _by_id(tmp_path / "w0"), _by_id(tmp_path / "w2")
     assert len(local) == 8 and local.keys() == remote.keys()
     for key, row in local.items():

@@ -62,6 +62,40 @@ def test_unlike_runs_are_compared_with_a_warning(tmp_path: Path, capsys: Any) ->
     assert capsys.readouterr().err == ""
 
 
+def _png(path: Path) -> tuple[int, str]:
+    """A PNG's width in pixels and the description it carries (what differs between the runs)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.size[0], image.text.get("Description", "")
+
+
+def test_comparison_png_says_when_runs_differ_and_draws_them_apart(tmp_path: Path, monkeypatch: Any) -> None:
+    small = _eval(_data(tmp_path, 4, 4), tmp_path / "s4", 1, [1])
+    large = _eval(_data(tmp_path, 6, 6), tmp_path / "s6", 1, [1])
+    same = _eval(_data(tmp_path / "x", 4, 4), tmp_path / "s4b", 1, [1])
+    assert main(["compare", str(small), str(large), "--out", str(tmp_path / "unlike")]) == 0
+    assert main(["compare", str(small), str(same), "--out", str(tmp_path / "like")]) == 0
+    unlike, note = _png(tmp_path / "unlike" / "comparison.png")
+    like, plain = _png(tmp_path / "like" / "comparison.png")
+    assert note == "not comparable: the runs differ in board size (s4: 4, s6: 6)"
+    assert plain == "the runs are comparable"
+    assert unlike > 1.4 * like  # one panel per board size, side by side: no curve runs on into the other
+
+    import matplotlib.pyplot as plt
+
+    from milepost.evaluation.compare import comparison_plot, load_run
+
+    drawn: list[Any] = []
+    monkeypatch.setattr(plt, "close", drawn.append)  # keep the figure comparison_plot saves, to read it
+    comparison_plot(tmp_path / "again.png", [load_run("s4", small), load_run("s6", large)])
+    (fig,) = drawn
+    assert [ax.get_title() for ax in fig.axes] == ["sudoku, board side 4", "sudoku, board side 6"]
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
+    assert legends == [["s4 (sudoku, board side 4) (avg, 95% CI)"], ["s6 (sudoku, board side 6) (avg, 95% CI)"]]
+    assert "differ in board size (s4: 4, s6: 6)" in fig._suptitle.get_text()
+
+
 @pytest.fixture
 def training_run(tmp_path: Path) -> Path:
     """A training run folder as ``milepost train`` without ``--eval`` leaves it: config, log, final model."""

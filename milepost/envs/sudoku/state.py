@@ -184,11 +184,6 @@ class SudokuState:
         other.empty, other.wrong, other.version = self.empty, self.wrong, self.version
         return other
 
-    def render_text(self) -> str:
-        from milepost.envs.sudoku.render import render_grid
-
-        return render_grid(self)
-
     def unit_solved(self, unit: tuple[int, ...]) -> bool:
         """True when every cell of ``unit`` holds its solution digit."""
         # Runs on every fill (subgoal checks): C-level item fetches instead of a generator over the cells.

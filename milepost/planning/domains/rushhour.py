@@ -12,7 +12,7 @@ from typing import Any
 
 from milepost.envs.rushhour.rules import blocks_exit_row, parse_move
 from milepost.envs.rushhour.state import RushHourState
-from milepost.planning.domains import PlanRejected, Resolution, Term, Vocabulary
+from milepost.planning.domains.base import PlanRejected, Resolution, Term, Vocabulary
 
 _ENV_BLOCKER = re.compile(r"Clear vehicle ([A-Z]) out of the exit row")
 _ENV_EXIT = "Drive the red car A to the exit"

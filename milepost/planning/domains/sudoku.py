@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from milepost.envs.sudoku.state import Fill, SudokuState
-from milepost.planning.domains import PlanRejected, Resolution, Term, Vocabulary
+from milepost.planning.domains.base import PlanRejected, Resolution, Term, Vocabulary
 
 # The env's subgoal descriptions ("Complete box 3 (rows ...)", "Complete row 2", "Complete column 4").
 _ENV_DESCRIPTION = re.compile(r"Complete (box|row|column) (\d+)\b")

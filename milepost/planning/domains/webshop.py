@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from milepost.envs.webshop.moves import best_action
-from milepost.planning.domains import PlanRejected, Resolution, Term, Vocabulary
+from milepost.planning.domains.base import PlanRejected, Resolution, Term, Vocabulary
 
 _ENV_GOAL = re.compile(r"(Search so that the results list|Open the page of|Select the options of|Put) item (\d+)")
 _ENV_KIND = {"Search so that the results list": "search", "Open the page of": "open",
