@@ -1,4 +1,4 @@
-"""FSDP2 wraps each decoder layer: ``decoder_layers`` must find the text decoder's layers, also in a multimodal model."""
+"""FSDP2 wraps each decoder layer: ``decoder_layers`` finds the text decoder's layers, also in a multimodal model."""
 
 from __future__ import annotations
 
