@@ -353,7 +353,7 @@ def _run(
     from milepost.datasets import write_dataset
     from milepost.envs.levels import levels_for
     from milepost.envs.sudoku.dataset import build_dataset
-    from milepost.evaluation.compare import compare_runs
+    from milepost.evaluation.compare import compare
     from milepost.io import atomic_write_json, atomic_write_text
 
     # 1. Datasets: every 4x4 level, training and test splits.
@@ -404,7 +404,10 @@ def _run(
 
     # 4. The report.
     console.print("[bold]3/3[/] writing the report")
-    text = compare_runs(runs, out / "report", labels, ks=[1, 4])
+    comparison = compare(runs, out / "report", labels, ks=[1, 4])
+    for warning in comparison.warnings:
+        console.print(f"[yellow]compare: {warning}[/]")
+    text = comparison.text
     paper = "\n".join(
         [
             "| paper row (9x9, Qwen3-1.7B) | " + " | ".join(PAPER_LEVELS) + " |",

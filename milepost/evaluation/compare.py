@@ -25,6 +25,7 @@ from milepost.envs.levels import SIZE_MEANING
 from milepost.errors import InputError
 from milepost.evaluation.metrics import Estimate, LevelMetrics
 from milepost.evaluation.plots import plot_success_vs_distance, plot_training, smooth, training_rows
+from milepost.io import atomic_write_text
 from milepost.tables import md_row, md_rule
 
 log = logging.getLogger(__name__)
@@ -318,7 +319,7 @@ def compare(
 
     def write(with_plots: bool, note: str = "") -> str:
         text = "\n".join(parts + ([f"![{alt}]({name})" for name, alt in plots] + [""] if with_plots else [note, ""]))
-        report.write_text(text, encoding="utf-8")
+        atomic_write_text(report, text)  # a killed compare leaves the last whole report
         return text
 
     text = write(with_plots=True)
