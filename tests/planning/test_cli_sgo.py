@@ -37,7 +37,7 @@ def test_plan_prints_subgoals_and_predicates(capsys: pytest.CaptureFixture[str],
         (["--env", "sudoku", "--task", "0" * 16], "several solutions"),
         (["--env", "rushhour", "--task", "AA"], "board"),
         (["--env", "sudoku", "--task", PUZZLE, "--planner", "llm:oracle"], "needs a model backend"),
-        (["--env", "sudoku", "--task", PUZZLE, "--planner", "magic"], "expected programmatic or llm:SPEC"),
+        (["--env", "sudoku", "--task", PUZZLE, "--planner", "magic"], "expected programmatic | llm:SPEC"),
         (["--env", "maze", "--task", "x"], "unknown environment"),
     ],
 )

@@ -141,7 +141,8 @@ def test_the_least_recently_used_episode_is_dropped_beyond_max_sessions(shop: Ba
 
 def _serve_args(**kw: Any) -> argparse.Namespace:
     defaults = dict(data=None, split="test", task_id=None, index=0, items=1, level=None, seed=0, replay=None,
-                    episode=None, host="127.0.0.1", port=0, allow_host=[])  # fmt: skip
+                    episode=None, host="127.0.0.1", port=0, allow_host=[], difficulty="easy",
+                    profile="milepost")  # fmt: skip
     return argparse.Namespace(**{**defaults, **kw})
 
 
