@@ -223,7 +223,6 @@ def test_a_cart_line_no_item_can_take_is_a_dead_end_with_no_distance(two_item_ta
     assert rules.state.purchased is not None and not rules.is_solved()
     assert rules.is_dead() and rules.remaining_distance() is None
     req = rules.order.items[0]
-    product = PRODUCTS[rules.order.targets[0]]
     n = len(req.attributes) + len(req.options) + 1
     assert rules.state.outcome() == pytest.approx((n - len(req.options)) / n / 2)  # one of two items, options unset
 
