@@ -2,7 +2,8 @@
 
 Each group runs in its own copy of the package and tests (``mutation/.work/<group>``), with a ``[tool.mutmut]``
 section naming the group's modules and the tests that guard them (``skip_lines``: regexes of lines whose
-expressions stay unmutated; ``skip_functions``: names of functions left unmutated whole, marked in the copy);
+expressions stay unmutated; ``skip_functions``: names of functions left unmutated whole, marked in the copy;
+``copy``: other paths the tests read, such as a checkpoint);
 mutmut then runs, for every mutant, only the selected tests that reach the mutated function. Mutants listed in
 ``mutation/equivalent.md`` (no behaviour change) leave the denominator; everything else that survives, or that no
 selected test reaches, counts as not killed.
@@ -66,6 +67,7 @@ def mutmut_section(group: dict) -> str:
         f"only_mutate = {toml_list(group['modules'])}\n"
         f"do_not_mutate_patterns = {toml_list(group.get('skip_lines', []))}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(group['tests'])}\n"
+        f"also_copy = {toml_list(group.get('copy', []))}\n"
         "pytest_add_cli_args = ['-p', 'no:cacheprovider', '-q']\n"
     )
 
@@ -95,6 +97,12 @@ def run_mutmut(group: dict, work: Path, mutmut: str, env: dict[str, str], childr
     ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
     shutil.copytree(ROOT / "milepost", work / "milepost", ignore=ignore)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    for extra in group.get("copy", []):  # files the tests read (e.g. a checkpoint), copied on into mutants/
+        (work / extra).parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / extra).is_dir():
+            shutil.copytree(ROOT / extra, work / extra)
+        else:
+            shutil.copy2(ROOT / extra, work / extra)
     for module in group["modules"]:
         protect_functions(work / module, group.get("skip_functions", []))
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")

@@ -5,6 +5,7 @@ run per mutant (the mutation gate's ``horizon`` group)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import shutil
@@ -225,51 +226,103 @@ def test_distance_bands_are_powers_of_two() -> None:
 def test_the_report_counts_each_task_and_leaves_out_infrastructure_failures_and_solved_tasks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    solved, budget = TerminationReason.SOLVED, TerminationReason.BUDGET_EXHAUSTED
+    solved, budget, infra = (
+        TerminationReason.SOLVED,
+        TerminationReason.BUDGET_EXHAUSTED,
+        TerminationReason.BACKEND_ERROR,
+    )
     episodes = [
         _episode("a", 3, True, solved, 0),
         _episode("a", 3, False, budget, 1),
-        _episode("a", 3, False, TerminationReason.BACKEND_ERROR, 2),
+        _episode("a", 3, False, infra, 2),
+        _episode("a", 3, False, infra, 3),
         _episode("b", 12, False, TerminationReason.DEAD_END, 0),
         _episode("b", 12, False, budget, 1),
         _episode("c", 0, True, solved, 0),
-        _episode("d", 4, True, solved, 0),
+        _episode("c", 0, True, solved, 1),
+        _episode("d", 1, True, solved, 0),
+        _episode("f", 3, True, solved, 0),
         _episode("e", 30, False, budget, 0),
     ]
     outcomes = task_outcomes(episodes, "sudoku")
     assert [(o.task_id, o.distance, o.successes, o.trials, o.env) for o in outcomes] == [
-        ("a", 3, 1, 2, "sudoku"), ("b", 12, 0, 2, "sudoku"), ("d", 4, 1, 1, "sudoku"), ("e", 30, 0, 1, "sudoku")
+        ("a", 3, 1, 2, "sudoku"), ("b", 12, 0, 2, "sudoku"), ("d", 1, 1, 1, "sudoku"), ("e", 30, 0, 1, "sudoku"),
+        ("f", 3, 1, 1, "sudoku"),
     ]  # fmt: skip
+    rush = [_episode(f"r{d}", d, d < 6, solved if d < 6 else budget, k) for d in (2, 4, 8, 16) for k in range(2)]
     plotted: list[tuple] = []
     monkeypatch.setattr("milepost.horizon.plots.plot_horizon", lambda *args: plotted.append(args))
     left = [{"task_id": "z", "goal_distance": 99}]
     manifest = {
         "name": "unit", "version": 1, "hash": "0" * 64, "pinned": False, "tasks": 6, "played": 5, "left_out": 1,
-        "parts": [{"name": "p1", "env": "sudoku", "max_steps": 40, "left_out": left}],
+        "parts": [{"name": "p1", "env": "sudoku", "max_steps": 40, "left_out": left},
+                  {"name": "p2", "env": "rushhour", "max_steps": 30, "left_out": []}],
     }  # fmt: skip
-    result = summarise_horizon(manifest, {"p1": episodes}, tmp_path, meta={"policy": "x"}, boot=20, confidence=0.9)
-    assert len(plotted) == 1
+    parts = {"p1": episodes, "p2": rush}
+    result = summarise_horizon(manifest, parts, tmp_path, meta={"policy": "x"}, boot=20, resampling="tasks", seed=3)
     meta = result["meta"]
-    assert (meta["infra_failures"], meta["at_goal"], meta["tasks_fitted"]) == (1, 1, 4)
-    assert (meta["boot"], meta["confidence"], meta["seed"], meta["policy"]) == (20, 0.9, 0, "x")
-    assert result["success_by_distance"] == {
-        "sudoku": {"3": [1, 1, 2], "4": [1, 1, 1], "12": [1, 0, 2], "30": [1, 0, 1]}
+    assert (meta["infra_failures"], meta["at_goal"], meta["tasks_fitted"]) == (2, 2, 9)
+    assert (meta["boot"], meta["confidence"], meta["seed"], meta["policy"]) == (20, 0.95, 3, "x")
+    assert meta["resampling"] == "tasks"
+    assert result["success_by_distance"]["sudoku"] == {"1": [1, 1, 1], "3": [2, 2, 3], "12": [1, 0, 2], "30": [1, 0, 1]}
+    assert result["success_by_distance"]["rushhour"] == {
+        "2": [1, 2, 2],
+        "4": [1, 2, 2],
+        "8": [1, 0, 2],
+        "16": [1, 0, 2],
     }
     assert result["failures_by_band"] == {
-        "3-4": {"episodes": 3, "success": 2, "budget_exhausted": 1},
-        "9-16": {"episodes": 2, "dead_end": 1, "budget_exhausted": 1},
+        "1-2": {"episodes": 3, "success": 3},
+        "3-4": {"episodes": 5, "success": 4, "budget_exhausted": 1},
+        "5-8": {"episodes": 2, "budget_exhausted": 2},
+        "9-16": {"episodes": 4, "dead_end": 1, "budget_exhausted": 3},
         "17-32": {"episodes": 1, "budget_exhausted": 1},
     }
-    assert list(result["failures_by_band"]) == ["3-4", "9-16", "17-32"]
+    assert list(result["failures_by_band"]) == ["1-2", "3-4", "5-8", "9-16", "17-32"]
     assert result["tasks"][0] == {"task_id": "a", "env": "sudoku", "part": "p1", "max_steps": 40, "distance": 3,
                                   "successes": 1, "trials": 2}  # fmt: skip
-    assert result["left_out"] == {"p1": [{"task_id": "z", "goal_distance": 99}]}
+    assert result["tasks"][-1]["part"] == "p2" and result["tasks"][-1]["max_steps"] == 30
+    assert result["left_out"] == {"p1": left}
     assert result["suite"] == {
         k: manifest[k] for k in ("name", "version", "hash", "pinned", "tasks", "played", "left_out")
     }
+    # Each environment is fitted on its own, with its own seed (the summary treats them as independent draws).
+    fits = {
+        "sudoku": estimate(outcomes, boot=20, seed=3, resampling="tasks"),
+        "rushhour": estimate(task_outcomes(rush, "rushhour"), boot=20, seed=4, resampling="tasks"),
+    }
+    assert result["fits"] == json.loads(json.dumps({env: fit.to_dict() for env, fit in fits.items()}))
+    assert result["summary"] == json.loads(json.dumps({key: geometric_mean_horizon(fits, level, 0.95)
+                                                       for key, level in (("h50", 0.5), ("h80", 0.8))}))  # fmt: skip
+    (args,) = plotted
+    assert args[0] == tmp_path / "horizon.png" and args[3] == result["failures_by_band"] and args[4] == "x"
+    assert {env: fit.to_dict() for env, fit in args[1].items()} == {env: fit.to_dict() for env, fit in fits.items()}
+    assert {env: [o.task_id for o in group] for env, group in args[2].items()} == {
+        "sudoku": [o.task_id for o in outcomes], "rushhour": ["r16", "r2", "r4", "r8"]
+    }  # fmt: skip
     assert json.loads((tmp_path / "horizon.json").read_text()) == json.loads(json.dumps(result))
-    assert (tmp_path / "horizon.md").exists()
-    fit = estimate(outcomes, boot=20, confidence=0.9, seed=0)
-    assert result["fits"]["sudoku"]["logistic"]["a"] == fit.logistic.a
-    with pytest.raises(InputError, match="no episodes to fit"):
-        summarise_horizon(manifest, {"p1": episodes[2:3]}, tmp_path, meta={}, boot=20)
+    assert "(horizon.png)" in (tmp_path / "horizon.md").read_text()
+    with pytest.raises(InputError) as refused:
+        summarise_horizon(manifest, {"p1": episodes[2:4]}, tmp_path, meta={}, boot=20)
+    assert str(refused.value) == (
+        "horizon: no episodes to fit (every episode failed for infrastructure reasons); once the backend answers, "
+        "rerun the same command with --retry-failed"
+    )
+
+
+def test_a_report_without_matplotlib_keeps_its_numbers_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_plot(*args: object) -> None:
+        raise ImportError("no matplotlib")
+
+    monkeypatch.setattr("milepost.horizon.plots.plot_horizon", no_plot)
+    manifest = {"name": "unit", "version": 1, "hash": "0" * 64, "pinned": False, "tasks": 2, "played": 2,
+                "left_out": 0, "parts": [{"name": "p1", "env": "sudoku", "max_steps": 40, "left_out": []}]}  # fmt: skip
+    episodes = [_episode("a", 2, True, TerminationReason.SOLVED), _episode("b", 9, False, TerminationReason.DEAD_END)]
+    with caplog.at_level("WARNING", logger="milepost.horizon.report"):
+        result = summarise_horizon(manifest, {"p1": episodes}, tmp_path, meta={}, boot=10)
+    assert [r.getMessage() for r in caplog.records] == [f"{tmp_path}: plot not written (no matplotlib)"]
+    assert result["meta"]["tasks_fitted"] == 2 and (tmp_path / "horizon.json").exists()
+    assert "horizon.png" not in (tmp_path / "horizon.md").read_text()
+    assert inspect.signature(summarise_horizon).parameters["boot"].default == 1000

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from milepost.envs.actions import ActionMode
+from milepost.envs.webshop.catalogue import Product
 from milepost.envs.webshop.goal import Requirement, get_shop, order_score
 from milepost.envs.webshop.rules import WebShopRules
 from milepost.envs.webshop.search import PAGE_SIZE
@@ -18,12 +19,12 @@ SHOP = get_shop(0, CATALOGUE)
 PRODUCTS = SHOP.catalogue.products
 
 
-def _rich_product() -> object:
+def _rich_product() -> Product:
     """A product with two option dimensions and at least two attributes."""
     return next(p for p in PRODUCTS if len(p.options) == 2 and len(p.attributes) >= 2)
 
 
-def _requirement(product: object, **change: object) -> Requirement:
+def _requirement(product: Product, **change: object) -> Requirement:
     p = product
     fields = {
         "product_id": p.pid,
