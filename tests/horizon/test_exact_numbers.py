@@ -26,7 +26,17 @@ from milepost.horizon.estimator import (
     reliability_horizon,
 )
 from milepost.horizon.report import distance_band, summarise_horizon, task_outcomes
-from milepost.horizon.suites import MANIFEST, TASKS, Suite, SuitePart, build_suite, suite_hash
+from milepost.horizon.suites import (
+    MANIFEST,
+    SUITES,
+    TASKS,
+    Suite,
+    SuitePart,
+    build_suite,
+    fits_budget,
+    get_suite,
+    suite_hash,
+)
 from milepost.types import Episode, TerminationReason, Turn, zero_terms
 
 OUTCOMES = [
@@ -132,12 +142,22 @@ def test_a_built_suite_lists_what_it_plays_and_what_its_budget_leaves_out(built:
     root, manifest = built
     tasks = json.loads((root / TASKS).read_text())
     assert manifest["hash"] == suite_hash(SUITE, {name: [_task(r) for r in rows] for name, rows in tasks.items()})
+    # Pinned here like a released suite's: any change to what the hash covers, or how, moves it.
+    assert manifest["hash"] == "2f8da1a43ddb7be8f628fc28ea2f202e47a634c64ec9c110e1d4fc4a962c7a4b"
     assert (manifest["name"], manifest["version"], manifest["pinned"]) == ("unit", 1, False)
+    assert manifest["description"] == "a unit-test suite"
     sudoku, rush = manifest["parts"]
     assert (sudoku["tasks"], sudoku["played"], sudoku["left_out"]) == (4, 4, [])
     assert (rush["tasks"], rush["played"], rush["distances"]) == (2, 0, [])  # every task is longer than H_max 2
     assert [t["goal_distance"] for t in rush["left_out"]] == [r["goal_distance"] for r in tasks["rush"]]
-    assert all(t["goal_distance"] > 2 for t in rush["left_out"])
+    assert all(t["goal_distance"] > 2 and set(t) == {"task_id", "goal_distance"} for t in rush["left_out"])
+    data = json.loads((root / "sudoku4" / "manifest.json").read_text())
+    assert {k: data[k] for k in ("env", "size", "suite", "counts")} == {
+        "env": "sudoku", "size": 4, "suite": "unit v1", "counts": {"test": 4}
+    }  # fmt: skip
+    assert list(data["levels"]) == sorted({r["level"] for r in tasks["sudoku4"]})
+    for row in tasks["sudoku4"]:  # the budget holds a task whose optimal solution takes exactly H_max turns
+        assert fits_budget(_task(row), row["goal_distance"]) and not fits_budget(_task(row), row["goal_distance"] - 1)
     assert sudoku["distances"] == sorted({r["goal_distance"] for r in tasks["sudoku4"]})
     assert (manifest["tasks"], manifest["played"], manifest["left_out"]) == (6, 4, 2)
     assert (root / "sudoku4" / "test.jsonl").exists() and not (root / "rush").exists()
@@ -164,16 +184,24 @@ def test_an_intact_cached_suite_is_reused_and_an_edited_manifest_rewritten(
 def test_a_suite_folder_with_a_stale_hash_is_refused(built: tuple[Path, dict], tmp_path: Path) -> None:
     root = _copy(built, tmp_path)
     (root / MANIFEST).write_text(json.dumps({**built[1], "hash": "f" * 64}))
-    with pytest.raises(InputError, match=f"hashes to {built[1]['hash'][:12]}, not ffffffffffff"):
+    with pytest.raises(InputError) as refused:
         build_suite(SUITE, root)
+    assert str(refused.value) == (
+        f"{root}: tasks.json hashes to {built[1]['hash'][:12]}, not ffffffffffff, so these are not the tasks of "
+        f"unit v1; delete {root} (and the runs played on it) to rebuild the suite"
+    )
     # A pinned suite is checked against its pin, whatever the manifest says.
     pinned = Suite(SUITE.name, 1, SUITE.parts, content_hash="e" * 64)
     root = _copy(built, tmp_path / "pinned")
     with pytest.raises(InputError, match="not eeeeeeeeeeee"):
         build_suite(pinned, root)
     assert build_suite(pinned, root, check_hash=False)["pinned"] is False
-    with pytest.raises(InputError, match="no longer the same suite"):
+    with pytest.raises(InputError) as refused:
         build_suite(pinned, tmp_path / "fresh")
+    assert str(refused.value) == (
+        f"suite unit v1: the generated tasks hash to {built[1]['hash'][:12]}, not the pinned eeeeeeeeeeee: the "
+        "generators changed, so this is no longer the same suite (give it a new version and hash)"
+    )
 
 
 def test_a_suite_folder_whose_files_differ_is_refused(built: tuple[Path, dict], tmp_path: Path) -> None:
@@ -193,12 +221,26 @@ def test_a_suite_folder_whose_files_differ_is_refused(built: tuple[Path, dict], 
         build_suite(SUITE, root)
     root = _copy(built, tmp_path / "garbled")
     (root / TASKS).write_text("{")
-    with pytest.raises(InputError, match=r"tasks\.json is unreadable"):
+    with pytest.raises(InputError, match=r"tasks\.json is unreadable \(JSONDecodeError: "):
         build_suite(SUITE, root)
     root = _copy(built, tmp_path / "other")
     (root / MANIFEST).write_text(json.dumps({**built[1], "version": 2}))
     with pytest.raises(InputError, match="holds suite unit v2, not unit"):
         build_suite(SUITE, root)
+
+
+def test_a_suite_whose_parts_play_nothing_still_gets_its_folder_and_manifest(tmp_path: Path) -> None:
+    suite = Suite("unit-rush", 1, SUITE.parts[1:], content_hash="")
+    manifest = build_suite(suite, tmp_path / "a" / "b")  # no part folder is written: the root is made here
+    assert (manifest["played"], manifest["left_out"]) == (0, 2)
+    assert json.loads((tmp_path / "a" / "b" / MANIFEST).read_text()) == manifest
+
+
+def test_suites_are_found_by_name() -> None:
+    assert get_suite("tiny") is SUITES["tiny"] and get_suite("standard").name == "standard"
+    with pytest.raises(InputError) as refused:
+        get_suite("huge")
+    assert str(refused.value) == "unknown suite 'huge' (known: tiny, standard)"
 
 
 def test_a_suite_folder_without_its_manifest_is_rebuilt(built: tuple[Path, dict], tmp_path: Path) -> None:
