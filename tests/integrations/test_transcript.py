@@ -138,6 +138,7 @@ class ScriptedTokenBackend:
         self.eos_ids = frozenset({int(self.tokenizer.convert_tokens_to_ids("<|end|>"))})
         self.answers = answers
         self.requests: list[list[int]] = []
+        self.params: list[object] = []
 
     def encode(self, request: GenerationRequest) -> list[int]:
         text = self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
@@ -148,16 +149,22 @@ class ScriptedTokenBackend:
         for request in requests:
             prompt = list(request.prompt_ids or [])
             self.requests.append(prompt)
+            self.params.append(request.params)
             text = self.answers[len(self.requests) - 1]
-            ids = [*self.tokenizer(text, add_special_tokens=False)["input_ids"], min(self.eos_ids)]
-            out.append(Completion(prompt, ids, [-0.25] * len(ids), text, "stop"))
+            ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            if text.endswith("..."):  # cut at the token budget: no end-of-turn token sampled
+                out.append(Completion(prompt, ids, [-0.25] * len(ids), text, "length"))
+            else:
+                ids.append(min(self.eos_ids))
+                out.append(Completion(prompt, ids, [-0.25] * len(ids), text, "stop"))
         return out
 
 
 def test_each_turn_is_asked_in_the_conversation_the_chat_template_writes() -> None:
-    """The prompt of turn t is the chat template's rendering of [system, user 1, answer 1, ..., user t]: the
-    answers' end-of-turn token is not written twice, each later observation is a user message of its own."""
-    answers = ["ACTION: value(r1c1, 9)", "REASON: again. ACTION: value(r9c9, 1)", "ACTION: nothing"]
+    """The prompt of turn t is the chat template's rendering of [system, user 1, answer 1, ..., user t]: an
+    answer's end-of-turn token is not written twice, an answer cut before it gets the template's, and each later
+    observation is a user message of its own."""
+    answers = ["ACTION: value(r1c1, 9)", "REASON: again. ACTION: value(r9c9, 1) ...", "ACTION: nothing"]
     backend = ScriptedTokenBackend(answers)
     settings = AgentSettings(memory_k=0, max_new_tokens=16, batch_size=1)
     policy = ConversationPolicy(backend, settings)
@@ -166,6 +173,9 @@ def test_each_turn_is_asked_in_the_conversation_the_chat_template_writes() -> No
     (episode,) = run_episodes(lambda: make_env("sudoku", **kwargs), [Job(task, sample=5)], policy, settings,
                               progress=False)  # fmt: skip
     assert episode.steps == 3 and list(policy.transcripts) == [5]
+    assert episode.policy == policy.name == "scripted-tokens" and policy.scripted is False
+    # Each turn samples with its own seed: the episode's seed, then the turn.
+    assert backend.params == [settings.sampling(episode.seed * 1_000 + t) for t in range(3)]
     script = policy.transcripts[5]
     tok = backend.tokenizer
     env = make_env("sudoku", **kwargs)
