@@ -37,7 +37,7 @@ from milepost.horizon.suites import (
     get_suite,
     suite_hash,
 )
-from milepost.types import Episode, TerminationReason, Turn, zero_terms
+from milepost.types import Episode, Task, TerminationReason, Turn, zero_terms
 
 OUTCOMES = [
     TaskOutcomes(d, s, 4, env="e", task_id=f"t{d}")
@@ -65,6 +65,7 @@ def test_the_interval_is_the_stated_order_statistics_of_the_bootstrap_draws(
         assert fit.intervals["logistic"][key] == (float(draws[low - 1]), float(draws[high - 1]))
         assert fit.intervals["logistic"][key] == (_order_stat(draws, lo_p), _order_stat(draws, hi_p))
     # The reliability intervals come from the same resamples, refitted one by one.
+    assert fit.boot_params is not None
     counts, trials = bootstrap_counts(OUTCOMES, boot, np.random.default_rng(4))
     assert np.array_equal(fit.boot_params[:, 2], counts.sum(axis=1))
     assert np.array_equal(fit.boot_params[:, 3], trials.sum(axis=1))
@@ -90,7 +91,7 @@ def test_the_point_estimate_and_counts_are_the_datas() -> None:
     fit = estimate(OUTCOMES, boot=50, confidence=0.8, seed=1)
     assert (fit.tasks, fit.episodes, fit.successes, fit.distance_range) == (8, 32, 18, (1, 34))
     assert (fit.confidence, fit.boot, fit.resampling, fit.status) == (0.8, 50, "two-level", "ok")
-    assert fit.boot_params.shape == (50, 4)
+    assert fit.boot_params is not None and fit.boot_params.shape == (50, 4)
     h = fit.horizons()
     assert h["h50"] == pytest.approx(math.exp(-fit.logistic.a / fit.logistic.b))
     assert h["h80"] == pytest.approx(math.exp((math.log(4) - fit.logistic.a) / fit.logistic.b))
@@ -164,9 +165,7 @@ def test_a_built_suite_lists_what_it_plays_and_what_its_budget_leaves_out(built:
     assert json.loads((root / MANIFEST).read_text()) == manifest
 
 
-def _task(row: dict) -> object:
-    from milepost.types import Task
-
+def _task(row: dict) -> Task:
     return Task.from_dict(row)
 
 

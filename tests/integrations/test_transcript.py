@@ -135,12 +135,15 @@ class ScriptedTokenBackend:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(SFT)
-        self.eos_ids = frozenset({int(self.tokenizer.convert_tokens_to_ids("<|end|>"))})
+        end = self.tokenizer.convert_tokens_to_ids("<|end|>")
+        assert isinstance(end, int)
+        self.eos_ids = frozenset({end})
         self.answers = answers
         self.requests: list[list[int]] = []
         self.params: list[object] = []
 
     def encode(self, request: GenerationRequest) -> list[int]:
+        assert request.messages is not None
         text = self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 

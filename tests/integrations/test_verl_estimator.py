@@ -83,10 +83,11 @@ def test_a_config_without_the_settings_or_with_nulls_takes_the_defaults(config: 
 
 def test_the_settings_are_read_from_a_dict_and_from_an_omegaconf_like_config() -> None:
     rewards, mask, _, _ = _batch()
-    settings = {"gamma": 0.5, "milepost": {"alpha": 0.7, "normalisation": "none", "std_floor": 0.0}}
+    options: dict[str, Any] = {"alpha": 0.7, "normalisation": "none", "std_floor": 0.0}
+    settings = {"gamma": 0.5, "milepost": options}
     want = _expected(gamma=0.5, alpha=0.7, normalisation="none")
     assert want[0] == pytest.approx([0.5, 1.0 - 0.7])  # G = (0.5, 1), r_step = (0, -1), no normalisation
-    for config in (settings, DictConfigLike({"gamma": 0.5, "milepost": DictConfigLike(settings["milepost"])})):
+    for config in (settings, DictConfigLike({"gamma": 0.5, "milepost": DictConfigLike(options)})):
         adv, _ = milepost_advantage(rewards, mask, config=config)
         assert _per_turn(adv) == [pytest.approx(row) for row in want]
     floored, _ = milepost_advantage(rewards, mask, config={"milepost": {"std_floor": 50.0}})
