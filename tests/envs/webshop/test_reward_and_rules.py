@@ -7,7 +7,7 @@ import pytest
 
 from milepost.envs.actions import ActionMode
 from milepost.envs.webshop.catalogue import Product
-from milepost.envs.webshop.goal import Requirement, get_shop, order_score
+from milepost.envs.webshop.goal import Requirement, get_shop, matching, order_score
 from milepost.envs.webshop.rules import WebShopRules
 from milepost.envs.webshop.search import PAGE_SIZE
 from milepost.envs.webshop.state import BACK, NEXT, PREV, Action, ShopState
@@ -253,3 +253,15 @@ def test_a_task_whose_target_no_query_finds_is_refused() -> None:
     p = _rich_product()
     with pytest.raises(Exception, match="not found by any canonical query"):
         make_task([_requirement(p, query="zzzz qqqq")], catalogue_seed=0, catalogue_size=CATALOGUE)
+
+
+def test_matching_counts_a_product_priced_at_the_limit_and_stops_at_the_limit_count() -> None:
+    p = _rich_product()
+    req = _requirement(p)
+    assert matching(SHOP.catalogue, req) == [p.index]  # price == limit matches
+    assert matching(SHOP.catalogue, _requirement(p, price_limit=p.price - 1)) == []
+    loose = _requirement(p, attributes=(), options=(), price_limit=10**9)
+    same_type = list(SHOP.catalogue.by_type[p.ptype])
+    assert len(same_type) >= 3
+    assert matching(SHOP.catalogue, loose) == same_type[:2]
+    assert matching(SHOP.catalogue, loose, limit=3) == same_type[:3]
