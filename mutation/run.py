@@ -1,10 +1,12 @@
 """``make mutation``: run mutmut over each group of mutation/config.toml, print a score per module, gate on it.
 
 Each group runs in its own copy of the package and tests (``mutation/.work/<group>``), with a ``[tool.mutmut]``
-section naming the group's modules and the tests that guard them; mutmut then runs, for every mutant, only
-the selected tests that reach the mutated function. Mutants listed in ``mutation/equivalent.md`` (no behaviour
-change) leave the denominator; everything else that survives, or that no selected test reaches, counts as not
-killed.
+section naming the group's modules and the tests that guard them (``skip_lines``: regexes of lines whose
+expressions stay unmutated; ``skip_functions``: names of functions left unmutated whole, marked in the copy;
+``copy``: other paths the tests read, such as a checkpoint);
+mutmut then runs, for every mutant, only the selected tests that reach the mutated function. Mutants listed in
+``mutation/equivalent.md`` (no behaviour change) leave the denominator; everything else that survives, or that no
+selected test reaches, counts as not killed.
 
     python mutation/run.py [--children N] [--group NAME ...] [--report-only]
 
@@ -14,12 +16,15 @@ Exit status 1 when a score falls below its floor or a group fails to run.
 from __future__ import annotations
 
 import argparse
+import ast
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import tokenize
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -62,6 +67,7 @@ def mutmut_section(group: dict) -> str:
         f"only_mutate = {toml_list(group['modules'])}\n"
         f"do_not_mutate_patterns = {toml_list(group.get('skip_lines', []))}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(group['tests'])}\n"
+        f"also_copy = {toml_list(group.get('copy', []))}\n"
         "pytest_add_cli_args = ['-p', 'no:cacheprovider', '-q']\n"
     )
 
@@ -91,6 +97,14 @@ def run_mutmut(group: dict, work: Path, mutmut: str, env: dict[str, str], childr
     ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
     shutil.copytree(ROOT / "milepost", work / "milepost", ignore=ignore)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    for extra in group.get("copy", []):  # files the tests read (e.g. a checkpoint), copied on into mutants/
+        (work / extra).parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / extra).is_dir():
+            shutil.copytree(ROOT / extra, work / extra)
+        else:
+            shutil.copy2(ROOT / extra, work / extra)
+    for module in group["modules"]:
+        protect_functions(work / module, group.get("skip_functions", []))
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     (work / "pyproject.toml").write_text(pyproject + mutmut_section(group), "utf-8")
     log = work / "mutmut.log"
@@ -100,6 +114,32 @@ def run_mutmut(group: dict, work: Path, mutmut: str, env: dict[str, str], childr
     if proc.returncode != 0:
         tail = log.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"mutmut run failed for group {group['name']} (exit {proc.returncode}):\n{tail}")
+
+
+def protect_functions(path: Path, names: list[str]) -> None:
+    """Mark every line of the functions (and methods) called ``names`` in ``path`` with ``# pragma: no mutate``
+    (in the group's copy only): mutmut's ``do_not_mutate_patterns`` skip expressions line by line, and a
+    function's body is not one line. The comment goes where Python allows one (a line that ends a statement or
+    breaks inside brackets), never inside a string."""
+    if not names:
+        return
+    source = path.read_text(encoding="utf-8")
+    spans = [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in names
+    ]
+    ends = {
+        tok.start[0]
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type in (tokenize.NEWLINE, tokenize.NL)
+    }
+    lines = source.splitlines()
+    for first, last in spans:
+        for number in range(first, last + 1):
+            if number in ends and lines[number - 1].strip():
+                lines[number - 1] += "  # pragma: no mutate"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def equivalents() -> dict[str, str]:

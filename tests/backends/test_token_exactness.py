@@ -24,7 +24,7 @@ from milepost.backends.base import GenerationRequest, SamplingParams
 from milepost.backends.hf import HFBackend
 from milepost.envs import make_env
 from milepost.errors import InputError
-from milepost.integrations.trl import ConversationPolicy
+from milepost.integrations.transcript import ConversationPolicy
 from milepost.training.config import TrainConfig
 from milepost.training.trainer import turn_samples
 
