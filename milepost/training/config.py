@@ -270,6 +270,16 @@ class SFTConfig:
     the environment counts as correct moves, solved or not); think blocks stay in the targets"""
     solver: bool = True
     """also train on ``tasks`` solver demonstrations (false with ``episodes``: the teacher's turns only)"""
+    lora_rank: int = 0
+    """0: every weight is trained; > 0: a peft LoRA adapter of this rank on ``lora_targets`` is trained and the
+    base weights stay frozen (a pretrained model on a small machine); checkpoints hold the adapter, ``final`` the
+    merged model, which every backend loads like any other"""
+    lora_alpha: float = 0.0
+    """LoRA scale numerator (0: twice the rank, peft's common choice)"""
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    """module names the adapter wraps (Llama / Qwen names: attention and MLP projections)"""
 
     def __post_init__(self) -> None:
         if self.keep not in ("solved", "correct"):
@@ -284,6 +294,8 @@ class SFTConfig:
             raise ValueError(f"sft.macro_mode: {self.macro_mode!r} is not one of flexible, slide")
         if not 0 <= self.noise < 1:
             raise ValueError(f"sft.noise: must be in [0, 1), got {self.noise}")
+        if self.lora_rank < 0 or self.lora_alpha < 0 or (self.lora_rank and not self.lora_targets):
+            raise ValueError("sft.lora_rank and sft.lora_alpha must be >= 0, and a LoRA adapter needs lora_targets")
 
 
 @dataclass

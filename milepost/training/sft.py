@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -250,6 +251,28 @@ def sft_batches(
     return out
 
 
+def lora_adapter(cfg: TrainConfig, model: Any, ckpt: Path | None) -> Any:
+    """``model`` with a trainable peft LoRA adapter (``sft.lora_*``); the adapter of ``ckpt`` when resuming.
+
+    peft rather than hand-written low-rank layers: its adapters are what the field saves, loads and merges.
+    """
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if ckpt is not None:
+        return PeftModel.from_pretrained(model, str(ckpt), is_trainable=True)
+    rank = cfg.sft.lora_rank
+    lora = LoraConfig(
+        r=rank,
+        lora_alpha=cfg.sft.lora_alpha or 2 * rank,
+        lora_dropout=0.0,
+        target_modules=list(cfg.sft.lora_targets),
+    )
+    try:
+        return get_peft_model(model, lora)
+    except ValueError as exc:  # peft: "Target modules {...} not found in the base model"
+        raise InputError(f"sft.lora_targets: {str(exc).splitlines()[0]}") from exc
+
+
 def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, progress: bool = True) -> Path:
     """Run SFT and return the final model directory (``out_dir/final``)."""
     run_dir = Path(out_dir)
@@ -263,9 +286,14 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         write_run_config(run_dir, config_yaml, resume=resume)
         tracker = Tracker(cfg, run_dir)  # metrics.jsonl + logging.backends; checked before training
         ckpt = latest_checkpoint(run_dir) if resume else None
+        lora = cfg.sft.lora_rank > 0
         model, tokenizer = (
-            load_model(ckpt, *resolve_device_dtype(cfg.device, "float32")) if ckpt else load_policy(cfg, run_dir)
+            load_model(ckpt, *resolve_device_dtype(cfg.device, "float32"))
+            if ckpt and not lora
+            else load_policy(cfg, run_dir)
         )
+        if lora:
+            model = lora_adapter(cfg, model, ckpt)
         backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
         rng = random.Random(cfg.seed)
         tasks = rng.sample(tasks, min(cfg.sft.tasks, len(tasks)))
@@ -282,7 +310,8 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
                 )
     steps_per_epoch = math.ceil(len(examples) / cfg.sft.batch_size)
     total_steps = max(1, int(cfg.sft.epochs * steps_per_epoch))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.sft.lr, weight_decay=cfg.sft.weight_decay)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=cfg.sft.lr, weight_decay=cfg.sft.weight_decay)
     warmup = max(1, min(cfg.sft.warmup_steps, total_steps // 4))
 
     def schedule(step: int) -> float:  # linear warm-up, cosine decay to 10%
@@ -321,7 +350,7 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
         loss = sft_loss(logp.float(), mask.to(logp.device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.sft.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(trained, cfg.sft.grad_clip)
         optimizer.step()
         scheduler.step()
         tokens += sum(len(e.prompt_ids) + len(e.completion_ids) for e in batch)
@@ -346,6 +375,8 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
     final = run_dir / "final"
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
         save_checkpoint(run_dir, total_steps, model, tokenizer, optimizer, scheduler, config_yaml)
+        if lora:  # the adapter folded into the weights: ``final`` is an ordinary model directory
+            model = model.merge_and_unload()
         model.save_pretrained(final)
         tokenizer.save_pretrained(final)
     return final

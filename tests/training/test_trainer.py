@@ -204,3 +204,50 @@ def test_sft_with_length_grouped_batches_learns(tiny_fixed: Path, data4: Path, t
     losses = [r["loss/sft"] for r in read_jsonl(final.parent / "metrics.jsonl")]
     assert losses[-1] < losses[0] * 0.7
     assert losses[:3] != pytest.approx(PINNED_SFT_LOSSES, abs=2e-3)  # other batches than the plain shuffle
+
+
+def test_lora_sft_trains_an_adapter_merges_it_and_resumes_exactly(tiny_fixed: Path, data4: Path, tmp_path: Path) -> None:
+    """``sft.lora_rank``: only the adapter learns (embeddings and norms stay the base's), ``final`` is an ordinary
+    model folder with the adapter merged into the targeted projections, and a resumed run ends like the full one."""
+    from safetensors.torch import load_file
+
+    def cfg() -> TrainConfig:
+        c = _cfg(tiny_fixed, data4)
+        c.sft.lora_rank, c.sft.lr, c.sft.lora_targets = 4, 1e-2, ["q_proj", "v_proj", "up_proj"]
+        return c
+
+    full = train_sft(cfg(), tmp_path / "full", progress=False)
+    losses = [r["loss/sft"] for r in read_jsonl(full.parent / "metrics.jsonl")]
+    assert losses[-1] < losses[0]
+    base, merged = load_file(tiny_fixed / "model.safetensors"), load_file(full / "model.safetensors")
+    assert set(merged) == set(base)  # no lora_A / lora_B names: the adapter is folded in
+    changed = {k for k in base if not torch.equal(base[k], merged[k])}
+    assert changed and all(any(t in k for t in ("q_proj", "v_proj", "up_proj")) for k in changed)
+    assert not any("k_proj" in k or "embed" in k or "norm" in k for k in changed)
+    adapter = full.parent / "checkpoints"
+    assert any((p / "adapter_config.json").is_file() for p in adapter.glob("step-*"))  # checkpoints hold the adapter
+
+    # Interrupted after an earlier checkpoint (the older of the two kept), then resumed: the same final weights.
+    import shutil
+
+    part = tmp_path / "part"
+    train_sft(cfg(), part, progress=False)
+    first, *later = sorted((part / "checkpoints").glob("step-*"))
+    assert later
+    for step in later:
+        shutil.rmtree(step)
+    (part / "checkpoints" / "latest").write_text(first.name, encoding="utf-8")
+    shutil.rmtree(part / "final")
+    rows = list(read_jsonl(part / "metrics.jsonl"))[: int(first.name.split("-")[1])]
+    (part / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    resumed = train_sft(cfg(), part, resume=True, progress=False)
+    again = load_file(resumed / "model.safetensors")
+    for k in merged:
+        assert torch.allclose(again[k], merged[k], atol=1e-6), k
+
+
+def test_lora_sft_refuses_targets_the_model_lacks(tiny_fixed: Path, data4: Path, tmp_path: Path) -> None:
+    c = _cfg(tiny_fixed, data4)
+    c.sft.lora_rank, c.sft.lora_targets = 4, ["no_such_proj"]
+    with pytest.raises(InputError, match="sft.lora_targets"):
+        train_sft(c, tmp_path / "bad", progress=False)
