@@ -625,7 +625,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The experiment's options (``--seeds`` as a list of ints, ``command`` the command line as run)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="/tmp/sgo_data", help="4x4 dataset folder (see the usage above)")
     parser.add_argument(
@@ -665,6 +666,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.seeds or len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds: give distinct seeds, got {args.seeds!r}")
     args.command = shlex.join(["python", "experiments/sgo_experiment.py", *(sys.argv[1:] if argv is None else argv)])
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     print(write_experiment(Path(args.out), "sgo", run(args), render, plot))
     return 0
 

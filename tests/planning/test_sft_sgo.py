@@ -3,7 +3,9 @@ progress in the prompt and a correct PROGRESS line in the answer, exactly as the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,7 +71,9 @@ def test_agent_kind_is_validated_and_feeds_the_tokenizer_corpus() -> None:
     assert not any("Plan:" in text for text in prompt_corpus(_cfg("plain")))
 
 
-def test_sgo_demonstration_prompts_are_the_evaluation_prompts(tiny_model_dir: Path) -> None:
+def test_sgo_demonstration_prompts_are_the_evaluation_prompts(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Token for token: the SGO demonstrations' prompts (plan checklist, progress, replans after noisy turns)
     are the prompts the evaluation's SGO agent sends the model through ``HFBackend.generate`` in the same
     states. The evaluation side plays the same demonstrator's answers, so both runs visit the same states."""
@@ -89,16 +93,14 @@ def test_sgo_demonstration_prompts_are_the_evaluation_prompts(tiny_model_dir: Pa
     recorded: list[list[int]] = []
     real = ScriptedPolicy.act
 
-    def record(self: ScriptedPolicy, episodes: list) -> list[Completion]:  # type: ignore[type-arg]
+    def record(self: ScriptedPolicy, episodes: Sequence[Any]) -> list[Completion]:
         out = real(self, episodes)
         recorded.extend(list(c.prompt_ids) for c in out)
         return out
 
-    ScriptedPolicy.act = record  # type: ignore[method-assign]
-    try:
-        examples = demonstrations(cfg, tasks, backend, progress=False)
-    finally:
-        ScriptedPolicy.act = real  # type: ignore[method-assign]
+    monkeypatch.setattr(ScriptedPolicy, "act", record)
+    examples = demonstrations(cfg, tasks, backend, progress=False)
+    monkeypatch.undo()
     assert {tuple(e.prompt_ids) for e in examples} <= {tuple(p) for p in recorded}
 
     demonstrator = ScriptedPolicy("noisy-oracle", 0.7, "illegal", style={"cell_first": True})
@@ -108,7 +110,7 @@ def test_sgo_demonstration_prompts_are_the_evaluation_prompts(tiny_model_dir: Pa
     class Evaluated:  # the model's prompt through the real generation path; the demonstrator's answer
         name = "evaluated"
 
-        def act(self, episodes: list) -> list[Completion]:  # type: ignore[type-arg]
+        def act(self, episodes: Sequence[Any]) -> list[Completion]:
             generated = model_policy.act(episodes)
             answers = demonstrator.act(episodes)
             return [dataclasses.replace(a, prompt_ids=g.prompt_ids) for g, a in zip(generated, answers, strict=True)]
