@@ -530,9 +530,26 @@ def _diagnostics_lines(result: dict[str, Any]) -> list[str]:
         f"- The SGO targets are a different policy: its oracle moves toward the current subgoal, and on "
         f"{_share(same['turns'] - same['same'], same['turns'])} of {same['turns']} noise-free SGO demonstration "
         "turns that is a different cell from the plain oracle's (the fewest-candidates cell with the lowest "
-        "index: with the `hints` renderer, the first candidate line of the prompt). The plain model can learn to "
-        "copy one line; the SGO model has to find the current box in the checklist and the first of its cells in "
-        "the candidate list.",
+        "index: with the `hints` renderer, the first candidate line of the prompt): the plain model can copy one "
+        "line, the SGO model has to find the current box in the checklist and the first of its cells in the "
+        "candidate list.",
+    ]
+    probe = Path(result["meta"]["out"]) / "sgo_plain_moves.json"
+    if probe.exists():  # written by experiments/sgo_plain_moves.py
+        pm = json.loads(probe.read_text())
+        ptf = pm["teacher_forced"]
+        lines.append(
+            f"- Which difference does the model fail on? `experiments/sgo_plain_moves.py` (seed {pm['seed']}) "
+            "trains the SGO arm again with the plain oracle's moves (the plain arm's targets, behind SGO's prompt "
+            f"and PROGRESS line), {pm['sft_steps']} steps: final loss {pm['sft_final_loss']:.3f}, avg@4 "
+            f"{_pct(pm['success'])}% (S1 {_pct(pm['avg']['S1'])}%), teacher-forced PROGRESS "
+            f"{_pct(ptf['progress']['greedy_right'])}%, REASON {_pct(ptf['reason']['greedy_right'])}%, ACTION "
+            f"{_pct(ptf['action']['greedy_right'])}%, answers all right {_pct(ptf['answers_all_right'])}%. So the "
+            "subgoal-directed targets are not what the model fails on: with the plain arm's very moves, the SGO "
+            "prompt (twice as long, the checklist) and the PROGRESS prefix alone keep the 1M model from learning "
+            "to copy the move at this budget."
+        )
+    lines += [
         "",
         "What each trained model learned, teacher-forced on noise-free oracle demonstrations of 20 held-out test "
         "tasks (mean over seeds; greedy-right: share of target tokens that are the model's argmax):",
@@ -657,6 +674,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="0,1,2", help="training seeds, comma list (each: both arms again)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--render-only", action="store_true", help="rewrite sgo.md / sgo.png from OUT/sgo.json")
     parser.add_argument("--out", default=str(RESULTS), help="where sgo.md / sgo.json / sgo.png go")
     args = parser.parse_args(argv)
     try:
@@ -671,7 +689,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    print(write_experiment(Path(args.out), "sgo", run(args), render, plot))
+    if args.render_only:  # the tables and plot again from OUT/sgo.json (e.g. after sgo_plain_moves.py ran)
+        result = json.loads((Path(args.out) / "sgo.json").read_text())
+    else:
+        result = run(args)
+    print(write_experiment(Path(args.out), "sgo", result, render, plot))
     return 0
 
 

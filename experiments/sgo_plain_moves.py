@@ -20,11 +20,13 @@ import dataclasses
 import json
 import sys
 import time
+from pathlib import Path
 
 import sgo_experiment as X  # the experiment beside this file (run as a script, its folder is on sys.path)
 
 from milepost.agent.loop import AgentSettings
 from milepost.evaluation.runner import EvalSpec, evaluate
+from milepost.io import atomic_write_json
 from milepost.planning.sgo import SGOState
 from milepost.tracking import read_metrics
 from milepost.training.sft import train_sft
@@ -67,23 +69,23 @@ def main(argv: list[str] | None = None) -> int:
     result = evaluate(spec, out_dir / f"eval-limit{args.limit}", progress=args.progress)
     t2 = time.perf_counter()
     levels = result["levels"]
-    print(
-        json.dumps(
-            {
-                "arm": "sgo prompts, plain oracle moves",
-                "seed": seed,
-                "sft_steps": rows[-1]["step"],
-                "sft_examples": rows[-1]["train/examples"],
-                "sft_final_loss": rows[-1]["loss/sft"],
-                "avg": {lv["level"]: lv["avg"]["value"] for lv in levels},
-                "success": X._totals(levels)["success"],
-                "step_accuracy": {lv["level"]: lv["step_accuracy"] for lv in levels},
-                "teacher_forced": X.teacher_forced(args, "sgo", final),
-                "sft_s": round(t1 - t0, 1),
-                "eval_s": round(t2 - t1, 1),
-            }
-        )
-    )
+    record = {
+        "arm": "sgo prompts, plain oracle moves",
+        "seed": seed,
+        "sft_steps": rows[-1]["step"],
+        "sft_examples": rows[-1]["train/examples"],
+        "sft_final_loss": rows[-1]["loss/sft"],
+        "avg": {lv["level"]: lv["avg"]["value"] for lv in levels},
+        "success": X._totals(levels)["success"],
+        "step_accuracy": {lv["level"]: lv["step_accuracy"] for lv in levels},
+        "teacher_forced": X.teacher_forced(args, "sgo", final),
+        "sft_s": round(t1 - t0, 1),
+        "eval_s": round(t2 - t1, 1),
+        "command": args.command.replace("sgo_experiment.py", "sgo_plain_moves.py"),
+    }
+    # Beside sgo.md, whose diagnostics section quotes it (``sgo_experiment.py --render-only`` rewrites it).
+    atomic_write_json(Path(args.out) / "sgo_plain_moves.json", record)
+    print(json.dumps(record))
     return 0
 
 
