@@ -3,7 +3,9 @@ progress in the prompt and a correct PROGRESS line in the answer, exactly as the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +69,61 @@ def test_agent_kind_is_validated_and_feeds_the_tokenizer_corpus() -> None:
     assert any(text.startswith("Plan:\n1. [current]") for text in corpus)
     assert any(text.startswith("PROGRESS: done=") for text in corpus)
     assert not any("Plan:" in text for text in prompt_corpus(_cfg("plain")))
+
+
+def test_sgo_demonstration_prompts_are_the_evaluation_prompts(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Token for token: the SGO demonstrations' prompts (plan checklist, progress, replans after noisy turns)
+    are the prompts the evaluation's SGO agent sends the model through ``HFBackend.generate`` in the same
+    states. The evaluation side plays the same demonstrator's answers, so both runs visit the same states."""
+    import dataclasses
+
+    from milepost.agent.loop import AgentSettings, BackendPolicy, Job, run_episodes
+    from milepost.backends.scripted import ScriptedPolicy
+    from milepost.evaluation.runner import EvalSpec, build_agent
+    from milepost.training.setup import env_factory
+    from milepost.types import Completion
+
+    backend = HFBackend(tiny_model_dir)
+    cfg = dataclasses.replace(_cfg("sgo"), sft=SFTConfig(tasks=4, noise=0.3, cell_first=True))
+    cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, memory_k=1, max_new_tokens=2))
+    tasks = sudoku_tasks(4, 8, seed=5)
+    # Every turn of the demonstration episodes, error turns included (the training keeps only the oracle's).
+    recorded: list[list[int]] = []
+    real = ScriptedPolicy.act
+
+    def record(self: ScriptedPolicy, episodes: Sequence[Any]) -> list[Completion]:
+        out = real(self, episodes)
+        recorded.extend(list(c.prompt_ids) for c in out)
+        return out
+
+    monkeypatch.setattr(ScriptedPolicy, "act", record)
+    examples = demonstrations(cfg, tasks, backend, progress=False)
+    monkeypatch.undo()
+    assert {tuple(e.prompt_ids) for e in examples} <= {tuple(p) for p in recorded}
+
+    demonstrator = ScriptedPolicy("noisy-oracle", 0.7, "illegal", style={"cell_first": True})
+    settings = AgentSettings(memory_k=1, temperature=0.0, max_new_tokens=2)
+    model_policy = BackendPolicy(backend, settings)
+
+    class Evaluated:  # the model's prompt through the real generation path; the demonstrator's answer
+        name = "evaluated"
+
+        def act(self, episodes: Sequence[Any]) -> list[Completion]:
+            generated = model_policy.act(episodes)
+            answers = demonstrator.act(episodes)
+            return [dataclasses.replace(a, prompt_ids=g.prompt_ids) for g, a in zip(generated, answers, strict=True)]
+
+    episodes = run_episodes(
+        env_factory(cfg, 4),
+        [Job(t) for t in tasks],
+        Evaluated(),
+        settings,
+        seed=cfg.seed,
+        progress=False,
+        agent=build_agent(EvalSpec(env="sudoku", data="unused", policy="oracle", agent="sgo"), None),
+    )
+    evaluated = [list(turn.prompt_ids) for ep in episodes for turn in ep.turns]
+    assert sum(ep.meta["sgo"]["replans"] for ep in episodes) > 0  # the noisy turns made the agent replan
+    assert sorted(evaluated) == sorted(recorded)
