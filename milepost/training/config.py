@@ -274,7 +274,7 @@ class SFTConfig:
     """0: every weight is trained; > 0: a peft LoRA adapter of this rank on ``lora_targets`` is trained and the
     base weights stay frozen (a pretrained model on a small machine); checkpoints hold the adapter, ``final`` the
     merged model, which every backend loads like any other"""
-    lora_alpha: float = 0.0
+    lora_alpha: int = 0
     """LoRA scale numerator (0: twice the rank, peft's common choice)"""
     lora_targets: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
