@@ -21,8 +21,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/milepost demo
 
-# The default suite on every core (pytest-xdist, at most 4 workers), one torch thread per worker: 13.9 min with
-# one core taken by another job, against 18 min serially under similar load (2026-12-01).
+# The default suite on every core (pytest-xdist, at most 4 workers), one torch thread per worker: 6 min 40 s on the
+# quiet 2-core machine, 13.9 min with one core taken by another job (serially: 18 min under similar load).
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --maxprocesses 4
 

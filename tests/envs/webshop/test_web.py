@@ -102,6 +102,7 @@ def test_headless_browser_clicks_through_the_oracle_episode(two_item_tasks: list
     driver_path = shutil.which("chromedriver")
     if chromium is None or driver_path is None:
         (pytest.fail if ci else pytest.skip)("chromium and chromedriver are not installed")
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
@@ -144,7 +145,13 @@ def test_headless_browser_clicks_through_the_oracle_episode(two_item_tasks: list
                 driver.find_element(By.ID, "search-button").click()
             else:
                 driver.find_element(By.ID, element_id(action[6:-1])).click()
-            WebDriverWait(driver, 10).until(expected_conditions.staleness_of(page))  # the next page has loaded
+            # The next page has loaded. While the old page is being torn down, chromedriver can answer the
+            # staleness probe with an inspector error ("Node with given id does not belong to the document")
+            # instead of a stale-element error: that probe is retried, and a browser that really fails still
+            # times out here.
+            WebDriverWait(driver, 10, ignored_exceptions=(WebDriverException,)).until(
+                expected_conditions.staleness_of(page)
+            )
             if shot is None and driver.find_elements(By.ID, "product-title"):
                 shot = artefacts / "webshop_product_page.png"
                 driver.save_screenshot(str(shot))
