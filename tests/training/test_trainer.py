@@ -206,7 +206,9 @@ def test_sft_with_length_grouped_batches_learns(tiny_fixed: Path, data4: Path, t
     assert losses[:3] != pytest.approx(PINNED_SFT_LOSSES, abs=2e-3)  # other batches than the plain shuffle
 
 
-def test_lora_sft_trains_an_adapter_merges_it_and_resumes_exactly(tiny_fixed: Path, data4: Path, tmp_path: Path) -> None:
+def test_lora_sft_trains_an_adapter_merges_it_and_resumes_exactly(
+    tiny_fixed: Path, data4: Path, tmp_path: Path
+) -> None:
     """``sft.lora_rank``: only the adapter learns (embeddings and norms stay the base's), ``final`` is an ordinary
     model folder with the adapter merged into the targeted projections, and a resumed run ends like the full one."""
     from safetensors.torch import load_file
