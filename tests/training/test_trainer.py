@@ -251,5 +251,5 @@ def test_lora_sft_trains_an_adapter_merges_it_and_resumes_exactly(
 def test_lora_sft_refuses_targets_the_model_lacks(tiny_fixed: Path, data4: Path, tmp_path: Path) -> None:
     c = _cfg(tiny_fixed, data4)
     c.sft.lora_rank, c.sft.lora_targets = 4, ["no_such_proj"]
-    with pytest.raises(InputError, match="sft.lora_targets"):
+    with pytest.raises(InputError, match=r"sft\.lora_targets"):
         train_sft(c, tmp_path / "bad", progress=False)
