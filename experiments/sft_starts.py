@@ -698,7 +698,7 @@ def report(
     text = (
         f"""# Rush Hour SFT start{f" ({tag})" if tag else ""}
 
-Command: `nice -n 10 {cmd} --threads {args.threads}`.
+Command: `nice -n {os.nice(0)} {cmd} --threads {args.threads}`.
 
 Model: tiny {args.size} from scratch (Qwen3 architecture, rotary positions, the project's BPE tokenizer).
 Demonstrations: {n_ex} step-level examples (states drawn from the solved clusters of {n_train} training puzzles,
@@ -707,7 +707,7 @@ target move: {target};
 {100 * args.feedback:.0f}% after a rejected move), mean {mean_len:.0f} tokens, built in {build_s / 60:.1f} min.
 Training: {curve[-1]["step"]} steps of batch {args.batch} (lr {args.lr}, {args.warmup} warm-up steps, cosine to 10%,
 {precision}), {curve[-1]["train_s"] / 60:.1f} min of training on the shared 2-core machine
-({args.threads} thread(s), nice 10; load average at each point in the table). Test: {n_test} held-out
+({args.threads} thread(s), nice {os.nice(0)}; load average at each point in the table). Test: {n_test} held-out
 puzzles (other clusters than every training puzzle: `datasets.check_disjoint`), the 4-6 level's {args.eval_limit}
 in the episode evaluation (`evaluate_policy`, {args.n} samples per task at the agent's temperature 0.8, H_max 30).
 
