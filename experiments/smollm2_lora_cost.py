@@ -35,10 +35,9 @@ from milepost.io import atomic_write_json
 from milepost.training.config import TrainConfig
 from milepost.training.losses import sft_loss
 from milepost.training.setup import select_tasks
-from milepost.training.sft import demonstrations
+from milepost.training.sft import demonstrations, lora_adapter
 
 SFT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "tiny-cpu" / "sudoku4_sft.yaml"
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 def load() -> list[float]:
@@ -76,15 +75,13 @@ def main() -> None:
     print(json.dumps(result["demonstrations"]))
 
     # -- LoRA SFT steps ---------------------------------------------------------------------------------------
-    from peft import LoraConfig, get_peft_model
-
-    peft_model = get_peft_model(
-        model, LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, target_modules=LORA_TARGETS)
-    )
+    # The adapter `milepost sft` builds with sft.lora_rank (alpha twice the rank, every projection).
+    cfg.sft.lora_rank = args.rank
+    peft_model = lora_adapter(cfg, model, None)
     trainable = [p for p in peft_model.parameters() if p.requires_grad]
     result["lora"] = {
         "rank": args.rank,
-        "targets": LORA_TARGETS,
+        "targets": list(cfg.sft.lora_targets),
         "trainable_parameters": sum(p.numel() for p in trainable),
     }
     optimizer = torch.optim.AdamW(trainable, lr=2e-4)

@@ -146,9 +146,8 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
     ranked = sorted(failures.items(), key=lambda kv: -kv[1])
     fail_rows = "\n".join(f"| {k} | {v} | {pct(v / failed) if failed else '-'} |" for k, v in ranked)
-    t = times
     verdict = "met" if met else "not met"
-    timing = ", ".join(f"{k} {v['seconds'] / 60:.1f} min (load {v['load_after']})" for k, v in t.items())
+    timing = ", ".join(f"{k} {v['seconds'] / 60:.1f} min (load {v['load_after']})" for k, v in times.items())
     text = f"""# A web-shop SFT start that shops: SmolLM2-135M + LoRA on 1-item orders
 
 Command: `OMP_NUM_THREADS=1 python -m experiments.webshop_smollm2 --work runs --n {args.n} --limit {args.limit}`
