@@ -149,7 +149,9 @@ class MiRAConfig:
     """MiRA: milestone-based dense rewards (DESIGN: Training, MiRA). Off unless ``enabled``.
 
     Ablations: ``potential: false`` (no potential critic), ``objective: reinforce`` (the KL / REINFORCE
-    objective instead of MSE regression), ``estimator: mc`` (no doubly-robust estimator).
+    objective instead of MSE regression), ``estimator: mc`` (no doubly-robust estimator), ``value_critic: false``
+    with ``estimator: mc`` (no value critic: the advantage is the shaped return, centred only by the batch
+    normalisation), ``curriculum: false`` (no failure-driven curriculum).
     """
 
     enabled: bool = False
@@ -179,6 +181,9 @@ class MiRAConfig:
     redistributes credit in time. label: P(s_T) = the exact progress k / K of the final state, so the shaping
     terms telescope to gamma^T k / K - P(s_0): a partial-credit bonus for the subgoals reached (a failed episode
     with 3 of 4 subgoals gains +0.75 gamma^T), which changes what the policy is rewarded for"""
+    value_critic: bool = True
+    """train and use the value critic V(s_t, g); false (the "no value critic" ablation) takes V = 0 everywhere, so
+    the advantage is the shaped return G~_t (needs ``estimator: mc`` and the value filter off)"""
     estimator: str = "dr"
     """dr (lambda TD + (1 - lambda) Monte-Carlo) | td (lambda = 1) | mc (G~_t - V(s_t), no doubly-robust mix) |
     gae (GAE(gamma, gae_lambda): sum_l (gamma gae_lambda)^l delta_t+l over TD errors)"""
@@ -234,6 +239,13 @@ class MiRAConfig:
             raise ValueError("mira.kl_coef, mira.fail_boost and mira.similar_boost must be >= 0")
         if not 0 <= self.filter_low < self.filter_high <= 1:
             raise ValueError("mira.filter_low / filter_high: need 0 <= low < high <= 1")
+        if not self.value_critic and self.estimator != "mc":
+            raise ValueError(
+                f"mira.value_critic: false leaves V = 0, which only the mc estimator reads as intended "
+                f"(the shaped return); set mira.estimator: mc, not {self.estimator!r}"
+            )
+        if not self.value_critic and (self.filter_low > 0 or self.filter_high < 1):
+            raise ValueError("mira.value_critic: false has no V(s_0, g) to filter by; set filter_low 0, filter_high 1")
 
 
 @dataclass

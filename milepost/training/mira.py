@@ -174,6 +174,8 @@ class MiRA:
         out = combine_with_steps(raw, steps, rl.alpha, rl.normalisation, groups, rl.std_floor)
         adv = torch.cat(raw)
         stats = self.critic_stats(episodes, flat, p_all, v_all)
+        if not m.value_critic:
+            stats = {k: v for k, v in stats.items() if "value" not in k}
         stats["mira/shaping_coef"] = coef
         stats["mira/raw_adv_mean"] = float(adv.mean())
         stats["mira/raw_adv_std"] = float(adv.std(unbiased=False))
@@ -183,12 +185,14 @@ class MiRA:
         """(P(s), V(s)) of every sample, ``(N,)`` each."""
         if not flat:
             return torch.zeros(0), torch.zeros(0)
-        return self.potential.predict(flat), self.value.predict(flat)
+        values = self.value.predict(flat) if self.cfg.mira.value_critic else torch.zeros(len(flat))
+        return self.potential.predict(flat), values
 
     def quality(self, episodes: Sequence[Episode], samples: Sequence[list[CriticSample]]) -> dict[str, float]:
         """The critics' statistics on a batch they have not trained on (see :meth:`critic_stats`)."""
         flat = [s for rows in samples for s in rows]
-        return self.critic_stats(episodes, flat, *self.predict(flat))
+        stats = self.critic_stats(episodes, flat, *self.predict(flat))
+        return stats if self.cfg.mira.value_critic else {k: v for k, v in stats.items() if "value" not in k}
 
     @staticmethod
     def critic_stats(
@@ -223,7 +227,8 @@ class MiRA:
             return {}
         for batch in self.buffer.batches(m.critic_batch, m.critic_epochs, rng):
             losses["potential"].append(self.potential.step(batch))
-            losses["value"].append(self.value.step(batch))
+            if m.value_critic:
+                losses["value"].append(self.value.step(batch))
         return {f"critic/{k}_loss": sum(v) / len(v) for k, v in losses.items() if v}
 
     # -- reference policy ----------------------------------------------------------------------------------

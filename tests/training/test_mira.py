@@ -156,6 +156,8 @@ def test_failure_curriculum_weights_failures_and_their_neighbours() -> None:
         (["mira.filter_low=0.9", "mira.filter_high=0.5"], "filter_low"),
         (["rl.reward=dense"], "rl.reward"),
         (["mira.critics=2"], "unknown field"),
+        (["mira.value_critic=false"], "mira.estimator: mc"),
+        (["mira.value_critic=false", "mira.estimator=mc", "mira.filter_low=0.02"], "filter_low 0"),
     ],
 )
 def test_bad_mira_configs(overrides: list[str], message: str) -> None:
@@ -242,11 +244,16 @@ def test_mira_ablations_run(data4: Path, tmp_path: Path) -> None:
         "no_potential": {"potential": False, "estimator": "dr"},
         "reinforce_kl": {"objective": "reinforce", "kl_coef": 0.1},
         "no_dr": {"estimator": "mc", "critic": "separate", "curriculum": False},
+        "no_value": {"estimator": "mc", "value_critic": False},
     }.items():
         cfg = _mira_cfg(data4, warmup_iterations=0, **over)
         cfg.rl.iterations = 1
         cfg.rl.tasks_per_iter = 2
         train_rl(cfg, tmp_path / name, progress=False)
         row = json.loads(_rows(tmp_path / name)[-1])
-        assert row["train/turns"] > 0 and row["critic/value_loss"] > 0
+        assert row["train/turns"] > 0
+        if name == "no_value":  # the value critic is neither trained nor read, nor reported
+            assert not any("value" in k for k in row) and row["critic/potential_loss"] > 0
+        else:
+            assert row["critic/value_loss"] > 0
         assert row["mira/shaping_coef"] == (0.0 if name == "no_potential" else 1.0)

@@ -1,0 +1,374 @@
+"""Arms over several training seeds, from one start, at an equal episode budget: the seeds' comparisons with power.
+
+Each arm is a training config (``configs/tiny-cpu/*.yaml``) plus overrides; each (arm, seed) is one RL run from
+``--start`` on ``--data``'s training split at ``--levels``, then one evaluation on the test split at
+``--eval-levels`` (``--eval-limit`` tasks per level, n = 4 samples). The start itself is evaluated once with the
+same settings. The report gives, per arm and level, the mean avg@4 over seeds with a 95% t-interval across seeds
+(``milepost.evaluation.seeds``), each seed's value, and each arm's difference from the first arm as a paired
+t-interval over seeds (a seed shares its evaluation tasks and sampling seed across arms). Equal budget: an arm
+whose MiRA critics spend warm-up batches gets that many fewer policy updates, so every arm plays the same number
+of training episodes (the sparse arm gets the MiRA warm-up count as extra iterations).
+
+Usage (resumable: finished runs are kept in ``--work`` and skipped)::
+
+    python experiments/seeded_arms.py --name rushhour_mira --work runs/cmp-mira \\
+        --start checkpoints/rushhour-sft-steps --data runs/sft-starts2/data --levels 7-9 \\
+        --eval-levels 4-6,7-9 --eval-limit 40 --seeds 0,1,2 --iterations 8 --workers 2 \\
+        --arm sparse rushhour_atomic.yaml --arm mira rushhour_mira.yaml \\
+        --arm mira-no-potential rushhour_mira.yaml mira.potential=false
+
+Writes ``experiments/results/{name}.{md,json}``, ``{name}.png`` (mean and interval per arm and level, every seed
+as a dot) and ``{name}_training.png`` (each seed's rollout success). The numbers are what the run measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "experiments" / "results"
+CONFIGS = ROOT / "configs" / "tiny-cpu"
+
+
+def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int) -> Any:
+    """The TrainConfig of one (arm, seed): the arm's file and overrides, then the experiment's shared settings."""
+    import dataclasses
+
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    _, config, *overrides = arm
+    shared = [
+        f"model={args.start}",
+        f"data={args.data}",
+        f"seed={seed}",
+        "threads=1",
+        f"levels={args.levels}",
+        f"rl.iterations={args.iterations}",
+        f"rl.tasks_per_iter={args.tasks_per_iter}",
+        f"eval.limit={args.eval_limit}",
+        f"eval.levels={args.eval_levels}",
+        "eval.n=4",
+        "eval.ks=[1,4]",
+        "checkpoint_every=2",
+    ]
+    path = Path(config) if Path(config).is_file() else CONFIGS / config
+    cfg = load_config(TrainConfig, path, shared + list(overrides) + list(args.set))
+    assert isinstance(cfg, TrainConfig)
+    rl = cfg.rl
+    if cfg.rl.curriculum:  # a horizon curriculum keeps its phases' proportions over the shared budget
+        total = sum(p.iterations for p in rl.curriculum)
+        phases = [dataclasses.replace(p, iterations=p.iterations * args.iterations // total) for p in rl.curriculum]
+        phases[-1] = dataclasses.replace(
+            phases[-1], iterations=args.iterations - sum(p.iterations for p in phases[:-1])
+        )
+        rl = dataclasses.replace(rl, curriculum=phases)
+    if not cfg.mira.enabled and warmup:
+        rl = dataclasses.replace(rl, iterations=rl.iterations + warmup)
+        if rl.curriculum:
+            last = dataclasses.replace(rl.curriculum[-1], iterations=rl.curriculum[-1].iterations + warmup)
+            rl = dataclasses.replace(rl, curriculum=[*rl.curriculum[:-1], last])
+    elif cfg.mira.enabled and cfg.mira.warmup_iterations != warmup:
+        raise SystemExit(
+            f"seeded_arms: arm {arm[0]} warms its critics up {cfg.mira.warmup_iterations} batches, "
+            f"another MiRA arm {warmup}: the budgets would differ"
+        )
+    return dataclasses.replace(cfg, rl=rl)
+
+
+def run_job(
+    arm: list[str] | None, seed: int, arg_dict: dict[str, Any], warmup: int, mode: str = ""
+) -> tuple[str, float]:
+    """One job in a worker process: evaluate the start in action mode ``mode`` (``arm`` None, with the first
+    arm of that mode's settings), or train and evaluate one (arm, seed)."""
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from milepost.backends.hf import HFBackend
+    from milepost.training.trainer import evaluate_policy, train_rl
+
+    hf_logging.disable_progress_bar()
+    torch.set_num_threads(1)
+    t = time.perf_counter()
+    args = argparse.Namespace(**arg_dict)
+    work = Path(args.work)
+    if arm is None:
+        cfg = next(c for a in args.arm if (c := arm_config(a, seed, args, warmup)).env.action_mode == mode)
+        target = work / f"start-{mode}"
+        if not (target / "metrics.json").exists():
+            evaluate_policy(cfg, HFBackend(args.start), target, f"start ({mode})", progress=False)
+        return f"start-{mode}", time.perf_counter() - t
+    cfg = arm_config(arm, seed, args, warmup)
+    run_dir = work / f"{arm[0]}-s{seed}"
+    final = run_dir / "final"
+    if not (final / "config.json").exists():
+        final = train_rl(cfg, run_dir, resume=(run_dir / "checkpoints" / "latest").exists(), progress=False)
+    if not (run_dir / "eval" / "metrics.json").exists():
+        evaluate_policy(cfg, HFBackend(final), run_dir / "eval", arm[0], progress=False)
+    return f"{arm[0]}-s{seed}", time.perf_counter() - t
+
+
+def paired(diffs: list[float]) -> tuple[float, float, float]:
+    from milepost.evaluation.seeds import mean_interval
+
+    return mean_interval(diffs)
+
+
+def level_values(run: Path) -> dict[str, dict[str, float]]:
+    """Per level of a run's evaluation: avg@4, pass@4, step accuracy and subgoal share."""
+    from milepost.evaluation.compare import find_metrics, load_levels
+
+    found = find_metrics(run)
+    if found is None:
+        raise SystemExit(f"seeded_arms: {run} has no evaluation")
+    _, rows = load_levels(found)
+    return {
+        r.level: {
+            "avg": r.avg.value,
+            "pass4": r.pass_at["4"].value if "4" in r.pass_at else float("nan"),
+            "step_accuracy": r.step_accuracy if r.step_accuracy is not None else float("nan"),
+            "subgoals": r.subgoal_fraction,
+            "tasks": r.tasks,
+        }
+        for r in rows
+    }
+
+
+def plot(path: Path, data: dict[str, Any], start: dict[str, dict[str, float]], levels: list[str], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = list(data)
+    fig, axes = plt.subplots(
+        1, len(levels), figsize=(3.2 + 2.2 * len(levels) * max(1, len(arms) / 4), 4), squeeze=False
+    )
+    for ax, level in zip(axes[0], levels):
+        for i, arm in enumerate(arms):
+            est = data[arm]["levels"].get(level)
+            if est is None:
+                continue
+            mean, lo, hi = (100 * est[k] for k in ("mean", "lo", "hi"))
+            ax.bar(i, mean, color=f"C{i}", alpha=0.6)
+            ax.errorbar(i, mean, yerr=[[mean - max(lo, 0)], [min(hi, 100) - mean]], color="black", capsize=4)
+            vals = [100 * v for v in est["values"]]
+            ax.scatter(
+                [i + (j - (len(vals) - 1) / 2) * 0.12 for j in range(len(vals))], vals, color="black", s=10, zorder=3
+            )
+        if level in start:
+            ax.axhline(100 * start[level]["avg"], color="grey", linestyle="--", linewidth=1, label="start")
+            ax.legend(fontsize=8)
+        ax.set_xticks(range(len(arms)))
+        ax.set_xticklabels(arms, rotation=30, ha="right", fontsize=8)
+        ax.set_title(f"level {level}")
+        ax.set_ylabel("avg@4 (%)")
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--name", required=True, help="stem of the result files in experiments/results/")
+    p.add_argument("--title", default=None)
+    p.add_argument("--work", required=True)
+    p.add_argument("--start", required=True, help="model directory every arm starts from")
+    p.add_argument("--data", required=True, help="dataset folder (train split for RL, test split for evaluation)")
+    p.add_argument("--levels", required=True, help="training levels")
+    p.add_argument("--eval-levels", required=True)
+    p.add_argument("--eval-limit", type=int, default=40)
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--iterations", type=int, default=8, help="policy iterations per arm (MiRA warm-up aside)")
+    p.add_argument("--tasks-per-iter", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--set", action="append", default=[], help="KEY=VALUE override for every arm")
+    p.add_argument(
+        "--arm",
+        action="append",
+        nargs="+",
+        required=True,
+        metavar="NAME CONFIG [KEY=VALUE ...]",
+        help="an arm: its name, its config (a file in configs/tiny-cpu/ or a path) and overrides; the first is the baseline",
+    )
+    p.add_argument("--report-only", action="store_true", help="rewrite the report from the finished runs")
+    args = p.parse_args()
+    for arm in args.arm:
+        if len(arm) < 2:
+            raise SystemExit(f"seeded_arms: --arm {arm[0]}: needs a name and a config")
+    names = [a[0] for a in args.arm]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"seeded_arms: arm names repeat: {names}")
+    if not (Path(args.start) / "config.json").is_file():
+        raise SystemExit(f"seeded_arms: --start {args.start}: no model directory (config.json) there")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    warmups, modes = [], []
+    for arm in args.arm:
+        path = Path(arm[1]) if Path(arm[1]).is_file() else CONFIGS / arm[1]
+        cfg = load_config(TrainConfig, path, list(arm[2:]) + list(args.set))  # fails early on a bad arm
+        if cfg.mira.enabled:
+            warmups.append(cfg.mira.warmup_iterations)
+        if cfg.env.action_mode not in modes:
+            modes.append(cfg.env.action_mode)
+    warmup = max(warmups, default=0)
+    arg_dict = vars(args)
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    load = [os.getloadavg()[0]]
+    if not args.report_only:
+        # seed-major order: a run stopped for time has whole seeds
+        jobs = [(None, seeds[0], m) for m in modes] + [(a, s, "") for s in seeds for a in args.arm]
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            futures = {pool.submit(run_job, a, s, arg_dict, warmup, m): (a, s) for a, s, m in jobs}
+            for fut in as_completed(futures):
+                key, secs = fut.result()
+                timings[key] = secs
+                load.append(os.getloadavg()[0])
+                print(f"seeded_arms: {key} done in {secs / 60:.1f} min (load {load[-1]:.1f})", flush=True)
+    wall = time.perf_counter() - started
+    write_report(args, seeds, modes, warmup, timings, wall, load)
+
+
+def write_report(
+    args: argparse.Namespace,
+    seeds: list[int],
+    modes: list[str],
+    warmup: int,
+    timings: dict[str, float],
+    wall: float,
+    load: list[float],
+) -> None:
+    from milepost.evaluation.seeds import plot_seed_curves, seed_table
+    from milepost.io import atomic_write_json
+
+    work = Path(args.work)
+    runs = {a[0]: [work / f"{a[0]}-s{s}" for s in seeds] for a in args.arm}
+    table, data = seed_table(runs)
+    starts = {m: level_values(work / f"start-{m}") for m in modes}
+    start = starts[modes[0]]
+    levels = list(start)
+    per_seed = {arm: {s: level_values(r) for s, r in zip(seeds, rs)} for arm, rs in runs.items()}
+    names = list(runs)
+    base = names[0]
+    lines = []
+    # start row, then each seed
+    head = ["run", *(f"{lv} {m}" for m in ("avg@4", "pass@4", "step acc.", "subgoals") for lv in levels)]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+
+    def cells(v: dict[str, dict[str, float]]) -> list[str]:
+        out = []
+        for key in ("avg", "pass4", "step_accuracy", "subgoals"):
+            out += [f"{100 * v[lv][key]:.1f}" if lv in v and not math.isnan(v[lv][key]) else "-" for lv in levels]
+        return out
+
+    for m, v in starts.items():
+        lines.append(f"| start ({m} actions) | " + " | ".join(cells(v)) + " |")
+    for arm in names:
+        for s in seeds:
+            lines.append(f"| {arm} seed {s} | " + " | ".join(cells(per_seed[arm][s])) + " |")
+    seed_rows = "\n".join(lines) + "\n"
+    diff_lines = ["| arm - " + base + " | " + " | ".join(levels) + " |", "|" + "---|" * (len(levels) + 1)]
+    diffs: dict[str, dict[str, Any]] = {}
+    for arm in names[1:]:
+        row = []
+        diffs[arm] = {}
+        for lv in levels:
+            d = [per_seed[arm][s][lv]["avg"] - per_seed[base][s][lv]["avg"] for s in seeds if lv in per_seed[arm][s]]
+            if len(d) < 2:
+                row.append("-")
+                continue
+            m, lo, hi = paired(d)
+            diffs[arm][lv] = {"mean": m, "lo": lo, "hi": hi, "values": d}
+            mark = " *" if lo > 0 or hi < 0 else ""
+            row.append(f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]{mark}")
+        diff_lines.append(f"| {arm} | " + " | ".join(row) + " |")
+    halfwidths = {
+        lv: [
+            100 * (data[a]["levels"][lv]["hi"] - data[a]["levels"][lv]["lo"]) / 2
+            for a in names
+            if lv in data[a]["levels"]
+        ]
+        for lv in levels
+    }
+    tasks = {lv: start[lv]["tasks"] for lv in levels}
+    title = args.title or args.name.replace("_", " ")
+    RESULTS.mkdir(exist_ok=True)
+    png = RESULTS / f"{args.name}.png"
+    plot(png, data, start, levels, f"{title}: mean avg@4 over {len(seeds)} seeds, 95% t-interval, dots = seeds")
+    curves = plot_seed_curves(RESULTS / f"{args.name}_training.png", runs)
+    arm_lines = "\n".join(
+        f"- `{a[0]}`: `{a[1]}`" + (" with " + ", ".join(f"`{o}`" for o in a[2:]) if a[2:] else "") for a in args.arm
+    )
+    cmd = "python experiments/seeded_arms.py " + " ".join(shlex.quote(x) for x in sys.argv[1:] if x != "--report-only")
+    mins = ", ".join(f"{k} {v / 60:.1f}" for k, v in sorted(timings.items()))
+    md = (
+        f"# {title}\n\n"
+        f"Command: `{cmd}`.\n\n"
+        f"Start: `{args.start}`. Training: {args.iterations} policy iterations of {args.tasks_per_iter} tasks x the "
+        f"config's samples per task on levels {args.levels} of `{args.data}` (train split)"
+        + (
+            f"; arms without MiRA get {warmup} more iteration(s), the MiRA arms' critic warm-up, so every arm plays "
+            "the same number of training episodes"
+            if warmup
+            else ""
+        )
+        + f". Evaluation: test split, levels {args.eval_levels}, "
+        + ", ".join(f"{tasks[lv]} tasks at {lv}" for lv in levels)
+        + f", 4 samples per task at the arm's temperature. Seeds {', '.join(map(str, seeds))} (the training seed and "
+        "the evaluation's sampling seed). Arms:\n\n"
+        + arm_lines
+        + "\n\n"
+        + f"Wall time {wall / 60:.1f} min with {args.workers} worker process(es), one torch thread each; load average "
+        f"{min(load):.1f}-{max(load):.1f} while it ran"
+        + (f"; minutes per job: {mins}" if mins else "")
+        + ".\n\n## Mean over seeds (avg@4 %, 95% t-interval across seeds)\n\n"
+        + table
+        + "\n## Difference from `"
+        + base
+        + "` (percentage points, paired over seeds; * = interval excludes 0)\n\n"
+        + "\n".join(diff_lines)
+        + "\n\nPower: the half-width of an arm's interval is "
+        + "; ".join(f"{min(h):.0f}-{max(h):.0f} points at {lv}" for lv, h in halfwidths.items() if h)
+        + f". With {len(seeds)} seeds, a difference smaller than about that is not detected.\n\n"
+        "## Every seed (%)\n\n"
+        + seed_rows
+        + f"\n![mean and seeds]({png.name})\n"
+        + (f"![training curves]({curves.name})\n" if curves else "")
+    )
+    (RESULTS / f"{args.name}.md").write_text(md, encoding="utf-8")
+    atomic_write_json(
+        RESULTS / f"{args.name}.json",
+        {
+            "command": cmd,
+            "arms": {a[0]: a[1:] for a in args.arm},
+            "seeds": seeds,
+            "start": starts,
+            "per_seed": {a: {str(s): v for s, v in d.items()} for a, d in per_seed.items()},
+            "mean_over_seeds": data,
+            "paired_difference": diffs,
+            "timings_s": timings,
+            "wall_s": wall,
+            "load": load,
+        },
+    )
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
