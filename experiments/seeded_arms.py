@@ -52,7 +52,6 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
         f"seed={seed}",
         "threads=1",
         f"levels={args.levels}",
-        f"rl.iterations={args.iterations}",
         f"rl.tasks_per_iter={args.tasks_per_iter}",
         f"eval.limit={args.eval_limit}",
         f"eval.levels={args.eval_levels}",
@@ -63,24 +62,21 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
     path = Path(config) if Path(config).is_file() else CONFIGS / config
     cfg = load_config(TrainConfig, path, shared + list(overrides) + list(args.set))
     assert isinstance(cfg, TrainConfig)
-    rl = cfg.rl
-    if cfg.rl.curriculum:  # a horizon curriculum keeps its phases' proportions over the shared budget
-        total = sum(p.iterations for p in rl.curriculum)
-        phases = [dataclasses.replace(p, iterations=p.iterations * args.iterations // total) for p in rl.curriculum]
-        phases[-1] = dataclasses.replace(
-            phases[-1], iterations=args.iterations - sum(p.iterations for p in phases[:-1])
-        )
-        rl = dataclasses.replace(rl, curriculum=phases)
-    if not cfg.mira.enabled and warmup:
-        rl = dataclasses.replace(rl, iterations=rl.iterations + warmup)
-        if rl.curriculum:
-            last = dataclasses.replace(rl.curriculum[-1], iterations=rl.curriculum[-1].iterations + warmup)
-            rl = dataclasses.replace(rl, curriculum=[*rl.curriculum[:-1], last])
-    elif cfg.mira.enabled and cfg.mira.warmup_iterations != warmup:
+    if cfg.mira.enabled and cfg.mira.warmup_iterations != warmup:
         raise SystemExit(
             f"seeded_arms: arm {arm[0]} warms its critics up {cfg.mira.warmup_iterations} batches, "
             f"another MiRA arm {warmup}: the budgets would differ"
         )
+    extra = 0 if cfg.mira.enabled else warmup
+    rl = cfg.rl
+    phases = list(rl.curriculum)
+    if phases:  # a horizon curriculum keeps its phases' proportions over the shared budget; the last gets the extra
+        total = sum(p.iterations for p in phases)
+        phases = [dataclasses.replace(p, iterations=p.iterations * args.iterations // total) for p in phases]
+        rest = args.iterations - sum(p.iterations for p in phases[:-1]) + extra
+        phases[-1] = dataclasses.replace(phases[-1], iterations=rest)
+    # iterations and phases in one replace: RLConfig checks that they add up
+    rl = dataclasses.replace(rl, iterations=args.iterations + extra, curriculum=phases)
     return dataclasses.replace(cfg, rl=rl)
 
 
@@ -199,7 +195,7 @@ def main() -> None:
         nargs="+",
         required=True,
         metavar="NAME CONFIG [KEY=VALUE ...]",
-        help="an arm: its name, its config (a file in configs/tiny-cpu/ or a path) and overrides; the first is the baseline",
+        help="an arm: its name, its config (in configs/tiny-cpu/, or a path) and overrides; the first is the baseline",
     )
     p.add_argument("--report-only", action="store_true", help="rewrite the report from the finished runs")
     args = p.parse_args()
@@ -252,6 +248,7 @@ def write_report(
     timings: dict[str, float],
     wall: float,
     load: list[float],
+    results: Path = RESULTS,
 ) -> None:
     from milepost.evaluation.seeds import plot_seed_curves, seed_table
     from milepost.io import atomic_write_json
@@ -308,10 +305,10 @@ def write_report(
     }
     tasks = {lv: start[lv]["tasks"] for lv in levels}
     title = args.title or args.name.replace("_", " ")
-    RESULTS.mkdir(exist_ok=True)
-    png = RESULTS / f"{args.name}.png"
+    results.mkdir(parents=True, exist_ok=True)
+    png = results / f"{args.name}.png"
     plot(png, data, start, levels, f"{title}: mean avg@4 over {len(seeds)} seeds, 95% t-interval, dots = seeds")
-    curves = plot_seed_curves(RESULTS / f"{args.name}_training.png", runs)
+    curves = plot_seed_curves(results / f"{args.name}_training.png", runs)
     arm_lines = "\n".join(
         f"- `{a[0]}`: `{a[1]}`" + (" with " + ", ".join(f"`{o}`" for o in a[2:]) if a[2:] else "") for a in args.arm
     )
@@ -351,9 +348,9 @@ def write_report(
         + f"\n![mean and seeds]({png.name})\n"
         + (f"![training curves]({curves.name})\n" if curves else "")
     )
-    (RESULTS / f"{args.name}.md").write_text(md, encoding="utf-8")
+    (results / f"{args.name}.md").write_text(md, encoding="utf-8")
     atomic_write_json(
-        RESULTS / f"{args.name}.json",
+        results / f"{args.name}.json",
         {
             "command": cmd,
             "arms": {a[0]: a[1:] for a in args.arm},

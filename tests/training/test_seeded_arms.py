@@ -1,0 +1,79 @@
+"""experiments/seeded_arms.py: equal episode budgets across arms, and the report's numbers against the runs' own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from milepost.datasets import write_dataset
+from milepost.evaluation.runner import EvalSpec, evaluate
+from tests.planning.fakes import rush_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "experiments"))
+import seeded_arms  # noqa: E402
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    base = {
+        "start": "checkpoints/rushhour-sft-steps",
+        "data": "unused",
+        "levels": "7-9",
+        "iterations": 6,
+        "tasks_per_iter": 5,
+        "eval_limit": 25,
+        "eval_levels": "7-9",
+        "set": [],
+        "workers": 2,
+    }
+    return argparse.Namespace(**(base | kw))
+
+
+def test_every_arm_plays_the_same_number_of_training_episodes() -> None:
+    args = _args()
+    mira = seeded_arms.arm_config(["mira", "rushhour_mira.yaml"], 1, args, warmup=1)
+    sparse = seeded_arms.arm_config(["atomic", "rushhour_atomic.yaml"], 1, args, warmup=1)
+    curriculum = seeded_arms.arm_config(["curriculum", "rushhour_curriculum.yaml"], 1, args, warmup=1)
+    # MiRA: 1 warm-up batch + 6 policy iterations; the others 7 policy iterations
+    assert (mira.rl.iterations, mira.mira.warmup_iterations) == (6, 1)
+    assert sparse.rl.iterations == curriculum.rl.iterations == 7
+    assert [p.iterations for p in curriculum.rl.curriculum] == [3, 4]  # the 4 + 4 phases, scaled, plus the warm-up
+    assert {c.rl.tasks_per_iter * c.rl.samples_per_task for c in (mira, sparse, curriculum)} == {20}
+    assert {c.seed for c in (mira, sparse, curriculum)} == {1} and mira.levels == "7-9"
+    with pytest.raises(SystemExit, match="budgets would differ"):
+        seeded_arms.arm_config(["mira", "rushhour_mira.yaml", "mira.warmup_iterations=2"], 0, args, warmup=1)
+
+
+def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "ds", {"train": [], "test": rush_tasks(4, 6, 3)}, {"seed": 3})
+    work = tmp_path / "work"
+
+    def run(policy: str, folder: Path, seed: int) -> None:
+        spec = EvalSpec(env="rushhour", data=str(data), policy=policy, n=4, ks=[1, 4], seed=seed)
+        evaluate(spec, folder, progress=False)
+
+    run("random", work / "start-atomic", 0)
+    for s in (0, 1, 2):
+        run("random", work / f"weak-s{s}" / "eval", s)
+        run("oracle", work / f"strong-s{s}" / "eval", s)
+    args = _args(name="t", title=None, work=str(work), arm=[["weak", "a.yaml"], ["strong", "b.yaml", "x=1"]])
+    seeded_arms.write_report(args, [0, 1, 2], ["atomic"], 0, {}, 60.0, [1.0], results=tmp_path / "out")
+    md = (tmp_path / "out" / "t.md").read_text()
+    out = json.loads((tmp_path / "out" / "t.json").read_text())
+    weak = [out["per_seed"]["weak"][str(s)]["4-6"]["avg"] for s in (0, 1, 2)]
+    assert [out["per_seed"]["strong"][str(s)]["4-6"]["avg"] for s in (0, 1, 2)] == [1.0, 1.0, 1.0]
+    for s in (0, 1, 2):  # each seed's value is its run's own metrics.json
+        levels = json.loads((work / f"weak-s{s}" / "eval" / "metrics.json").read_text())["levels"]
+        assert levels[0]["avg"]["value"] == weak[s]
+    diff = out["paired_difference"]["strong"]["4-6"]
+    assert diff["mean"] == pytest.approx(1.0 - sum(weak) / 3)
+    assert diff["values"] == pytest.approx([1.0 - w for w in weak])
+    assert "| strong | 3 | 100.0 [100, 100] |" in md and "| start (atomic actions) |" in md
+    assert "`strong`: `b.yaml` with `x=1`" in md
+    assert (tmp_path / "out" / "t.png").stat().st_size > 0
+    row = next(line for line in md.splitlines() if line.startswith("| strong | +"))
+    assert row.endswith("* |") == (diff["lo"] > 0)  # marked only when the interval excludes 0
