@@ -198,6 +198,11 @@ def main() -> None:
         help="an arm: its name, its config (in configs/tiny-cpu/, or a path) and overrides; the first is the baseline",
     )
     p.add_argument("--report-only", action="store_true", help="rewrite the report from the finished runs")
+    p.add_argument(
+        "--reading",
+        default=None,
+        help="a Markdown file of hand-written reading, kept at the end of the report when it is rewritten",
+    )
     args = p.parse_args()
     for arm in args.arm:
         if len(arm) < 2:
@@ -312,7 +317,11 @@ def write_report(
     arm_lines = "\n".join(
         f"- `{a[0]}`: `{a[1]}`" + (" with " + ", ".join(f"`{o}`" for o in a[2:]) if a[2:] else "") for a in args.arm
     )
-    cmd = "python experiments/seeded_arms.py " + " ".join(shlex.quote(x) for x in sys.argv[1:] if x != "--report-only")
+    argv: list[str] = []  # the command that made the runs: without --report-only and --reading FILE
+    for prev, x in zip(["", *sys.argv[1:]], sys.argv[1:]):
+        if x not in ("--report-only", "--reading") and prev != "--reading":
+            argv.append(x)
+    cmd = "python experiments/seeded_arms.py " + " ".join(shlex.quote(x) for x in argv)
     mins = ", ".join(f"{k} {v / 60:.1f}" for k, v in sorted(timings.items()))
     md = (
         f"# {title}\n\n"
@@ -348,6 +357,8 @@ def write_report(
         + f"\n![mean and seeds]({png.name})\n"
         + (f"![training curves]({curves.name})\n" if curves else "")
     )
+    if getattr(args, "reading", None):
+        md += "\n## Reading this run\n\n" + Path(args.reading).read_text(encoding="utf-8").strip() + "\n"
     (results / f"{args.name}.md").write_text(md, encoding="utf-8")
     atomic_write_json(
         results / f"{args.name}.json",
