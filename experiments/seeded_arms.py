@@ -24,6 +24,7 @@ as a dot) and ``{name}_training.png`` (each seed's rollout success). The numbers
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shlex
@@ -199,6 +200,12 @@ def main() -> None:
     )
     p.add_argument("--report-only", action="store_true", help="rewrite the report from the finished runs")
     p.add_argument(
+        "--timings-from",
+        nargs="*",
+        default=[],
+        help="--report-only: the JSON files of the invocations that made the runs (their times and load averages)",
+    )
+    p.add_argument(
         "--reading",
         default=None,
         help="a Markdown file of hand-written reading, kept at the end of the report when it is rewritten",
@@ -241,8 +248,16 @@ def main() -> None:
                 timings[key] = secs
                 load.append(os.getloadavg()[0])
                 print(f"seeded_arms: {key} done in {secs / 60:.1f} min (load {load[-1]:.1f})", flush=True)
-    wall = time.perf_counter() - started
-    write_report(args, seeds, modes, warmup, timings, wall, load)
+    walls = [time.perf_counter() - started]
+    if args.report_only and args.timings_from:
+        walls, load = [], []
+        for f in args.timings_from:
+            made = json.loads(Path(f).read_text(encoding="utf-8"))
+            for key, secs in made["timings_s"].items():  # a job skipped as finished reports ~0 s
+                timings[key] = max(secs, timings.get(key, 0.0))
+            walls += made.get("walls_s", [made.get("wall_s", 0.0)])
+            load += made["load"]
+    write_report(args, seeds, modes, warmup, timings, walls, load or [0.0])
 
 
 def write_report(
@@ -251,7 +266,7 @@ def write_report(
     modes: list[str],
     warmup: int,
     timings: dict[str, float],
-    wall: float,
+    walls: list[float],
     load: list[float],
     results: Path = RESULTS,
 ) -> None:
@@ -340,7 +355,10 @@ def write_report(
         "the evaluation's sampling seed). Arms:\n\n"
         + arm_lines
         + "\n\n"
-        + f"Wall time {wall / 60:.1f} min with {args.workers} worker process(es), one torch thread each; load average "
+        + "Wall time "
+        + ", ".join(f"{w / 60:.1f} min" for w in walls)
+        + (" (invocations that ran side by side on the same runs folder)" if len(walls) > 1 else "")
+        + f"; {args.workers} worker process(es) per invocation, one torch thread each; load average "
         f"{min(load):.1f}-{max(load):.1f} while it ran"
         + (f"; minutes per job: {mins}" if mins else "")
         + ".\n\n## Mean over seeds (avg@4 %, 95% t-interval across seeds)\n\n"
@@ -371,7 +389,7 @@ def write_report(
             "mean_over_seeds": data,
             "paired_difference": diffs,
             "timings_s": timings,
-            "wall_s": wall,
+            "walls_s": walls,
             "load": load,
         },
     )

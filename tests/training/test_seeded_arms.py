@@ -61,7 +61,7 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
         run("random", work / f"weak-s{s}" / "eval", s)
         run("oracle", work / f"strong-s{s}" / "eval", s)
     args = _args(name="t", title=None, work=str(work), arm=[["weak", "a.yaml"], ["strong", "b.yaml", "x=1"]])
-    seeded_arms.write_report(args, [0, 1, 2], ["atomic"], 0, {}, 60.0, [1.0], results=tmp_path / "out")
+    seeded_arms.write_report(args, [0, 1, 2], ["atomic"], 0, {}, [60.0], [1.0], results=tmp_path / "out")
     md = (tmp_path / "out" / "t.md").read_text()
     out = json.loads((tmp_path / "out" / "t.json").read_text())
     weak = [out["per_seed"]["weak"][str(s)]["4-6"]["avg"] for s in (0, 1, 2)]
