@@ -357,7 +357,7 @@ def write_report(
         + "\n\n"
         + "Wall time "
         + ", ".join(f"{w / 60:.1f} min" for w in walls)
-        + (" (invocations that ran side by side on the same runs folder)" if len(walls) > 1 else "")
+        + (" (invocations on the same runs folder, some side by side)" if len(walls) > 1 else "")
         + f"; {args.workers} worker process(es) per invocation, one torch thread each; load average "
         f"{min(load):.1f}-{max(load):.1f} while it ran"
         + (f"; minutes per job: {mins}" if mins else "")
