@@ -39,6 +39,11 @@ RESULTS = ROOT / "experiments" / "results"
 CONFIGS = ROOT / "configs" / "tiny-cpu"
 
 
+def config_path(config: str) -> Path:
+    """An arm's config: a path, or a file name in ``configs/tiny-cpu/``."""
+    return Path(config) if Path(config).is_file() else CONFIGS / config
+
+
 def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int) -> Any:
     """The TrainConfig of one (arm, seed): the arm's file and overrides, then the experiment's shared settings."""
     import dataclasses
@@ -60,8 +65,7 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
         "eval.ks=[1,4]",
         "checkpoint_every=2",
     ]
-    path = Path(config) if Path(config).is_file() else CONFIGS / config
-    cfg = load_config(TrainConfig, path, shared + list(overrides) + list(args.set))
+    cfg = load_config(TrainConfig, config_path(config), shared + list(overrides) + list(args.set))
     assert isinstance(cfg, TrainConfig)
     if cfg.mira.enabled and cfg.mira.warmup_iterations != warmup:
         raise SystemExit(
@@ -111,12 +115,6 @@ def run_job(
     if not (run_dir / "eval" / "metrics.json").exists():
         evaluate_policy(cfg, HFBackend(final), run_dir / "eval", arm[0], progress=False)
     return f"{arm[0]}-s{seed}", time.perf_counter() - t
-
-
-def paired(diffs: list[float]) -> tuple[float, float, float]:
-    from milepost.evaluation.seeds import mean_interval
-
-    return mean_interval(diffs)
 
 
 def level_values(run: Path) -> dict[str, dict[str, float]]:
@@ -227,8 +225,7 @@ def main() -> None:
 
     warmups, modes = [], []
     for arm in args.arm:
-        path = Path(arm[1]) if Path(arm[1]).is_file() else CONFIGS / arm[1]
-        cfg = load_config(TrainConfig, path, list(arm[2:]) + list(args.set))  # fails early on a bad arm
+        cfg = load_config(TrainConfig, config_path(arm[1]), list(arm[2:]) + list(args.set))  # fails early on a bad arm
         if cfg.mira.enabled:
             warmups.append(cfg.mira.warmup_iterations)
         if cfg.env.action_mode not in modes:
@@ -270,8 +267,9 @@ def write_report(
     load: list[float],
     results: Path = RESULTS,
 ) -> None:
-    from milepost.evaluation.seeds import plot_seed_curves, seed_table
-    from milepost.io import atomic_write_json
+    from milepost.evaluation.seeds import mean_interval, plot_seed_curves, seed_table
+    from milepost.io import atomic_write_json, atomic_write_text
+    from milepost.tables import md_row, md_rule
 
     work = Path(args.work)
     runs = {a[0]: [work / f"{a[0]}-s{s}" for s in seeds] for a in args.arm}
@@ -282,11 +280,9 @@ def write_report(
     per_seed = {arm: {s: level_values(r) for s, r in zip(seeds, rs)} for arm, rs in runs.items()}
     names = list(runs)
     base = names[0]
-    lines = []
     # start row, then each seed
     head = ["run", *(f"{lv} {m}" for m in ("avg@4", "pass@4", "step acc.", "subgoals") for lv in levels)]
-    lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + "---|" * len(head))
+    lines = [md_row(head), md_rule(len(head))]
 
     def cells(v: dict[str, dict[str, float]]) -> list[str]:
         out = []
@@ -295,12 +291,12 @@ def write_report(
         return out
 
     for m, v in starts.items():
-        lines.append(f"| start ({m} actions) | " + " | ".join(cells(v)) + " |")
+        lines.append(md_row([f"start ({m} actions)", *cells(v)]))
     for arm in names:
         for s in seeds:
-            lines.append(f"| {arm} seed {s} | " + " | ".join(cells(per_seed[arm][s])) + " |")
+            lines.append(md_row([f"{arm} seed {s}", *cells(per_seed[arm][s])]))
     seed_rows = "\n".join(lines) + "\n"
-    diff_lines = ["| arm - " + base + " | " + " | ".join(levels) + " |", "|" + "---|" * (len(levels) + 1)]
+    diff_lines = [md_row([f"arm - {base}", *levels]), md_rule(len(levels) + 1)]
     diffs: dict[str, dict[str, Any]] = {}
     for arm in names[1:]:
         row = []
@@ -310,11 +306,11 @@ def write_report(
             if len(d) < 2:
                 row.append("-")
                 continue
-            m, lo, hi = paired(d)
+            m, lo, hi = mean_interval(d)
             diffs[arm][lv] = {"mean": m, "lo": lo, "hi": hi, "values": d}
             mark = " *" if lo > 0 or hi < 0 else ""
             row.append(f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]{mark}")
-        diff_lines.append(f"| {arm} | " + " | ".join(row) + " |")
+        diff_lines.append(md_row([arm, *row]))
     halfwidths = {
         lv: [
             100 * (data[a]["levels"][lv]["hi"] - data[a]["levels"][lv]["lo"]) / 2
@@ -377,7 +373,7 @@ def write_report(
     )
     if getattr(args, "reading", None):
         md += "\n## Reading this run\n\n" + Path(args.reading).read_text(encoding="utf-8").strip() + "\n"
-    (results / f"{args.name}.md").write_text(md, encoding="utf-8")
+    atomic_write_text(results / f"{args.name}.md", md)
     atomic_write_json(
         results / f"{args.name}.json",
         {

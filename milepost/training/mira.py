@@ -173,9 +173,7 @@ class MiRA:
         rl = cfg.rl
         out = combine_with_steps(raw, steps, rl.alpha, rl.normalisation, groups, rl.std_floor)
         adv = torch.cat(raw)
-        stats = self.critic_stats(episodes, flat, p_all, v_all)
-        if not m.value_critic:
-            stats = {k: v for k, v in stats.items() if "value" not in k}
+        stats = self._stats(episodes, flat, p_all, v_all)
         stats["mira/shaping_coef"] = coef
         stats["mira/raw_adv_mean"] = float(adv.mean())
         stats["mira/raw_adv_std"] = float(adv.std(unbiased=False))
@@ -191,7 +189,13 @@ class MiRA:
     def quality(self, episodes: Sequence[Episode], samples: Sequence[list[CriticSample]]) -> dict[str, float]:
         """The critics' statistics on a batch they have not trained on (see :meth:`critic_stats`)."""
         flat = [s for rows in samples for s in rows]
-        stats = self.critic_stats(episodes, flat, *self.predict(flat))
+        return self._stats(episodes, flat, *self.predict(flat))
+
+    def _stats(
+        self, episodes: Sequence[Episode], flat: list[CriticSample], p_all: torch.Tensor, v_all: torch.Tensor
+    ) -> dict[str, float]:
+        """:meth:`critic_stats`, without the value critic's when ``mira.value_critic`` is off (V = 0 says nothing)."""
+        stats = self.critic_stats(episodes, flat, p_all, v_all)
         return stats if self.cfg.mira.value_critic else {k: v for k, v in stats.items() if "value" not in k}
 
     @staticmethod
