@@ -92,23 +92,32 @@ def build_data(work: Path, levels_text: str, n_train: int, n_test: int, seed: in
     return data
 
 
-def optimal_moves(cluster: Any, state: Any) -> list[Any]:
-    """Every one-cell move that brings ``state`` one step closer to the goal (empty when solved)."""
-    here = int(cluster.steps[cluster.index(state.key)])
+def distances(cluster: Any, metric: str) -> np.ndarray:
+    """A solved cluster's distance column: one-cell ``steps`` (atomic mode) or slide ``moves`` (slide mode)."""
+    return cluster.steps if metric == "steps" else cluster.moves
+
+
+def optimal_moves(cluster: Any, state: Any, metric: str = "steps") -> list[Any]:
+    """Every action that brings ``state`` one unit closer to the goal (empty when solved): one-cell moves in
+    ``steps``, slides of any length in ``moves`` (slide mode)."""
+    dist = distances(cluster, metric)
+    here = int(dist[cluster.index(state.key)])
     out = []
-    for move in state.legal_actions():
+    for move in state.legal_actions(slides=metric == "moves"):
         child = state.clone()
         child.apply(move)
-        if int(cluster.steps[cluster.index(child.key)]) == here - 1:
+        if int(dist[cluster.index(child.key)]) == here - 1:
             out.append(move)
     return out
 
 
-def sample_states(cluster: Any, k: int, max_dist: int, rng: random.Random) -> list[int]:
-    """Up to ``k`` packed states of ``cluster`` at 1..max_dist steps, spread evenly over the distances."""
+def sample_states(cluster: Any, k: int, max_dist: int, rng: random.Random, metric: str = "steps") -> list[int]:
+    """Up to ``k`` packed states of ``cluster`` at 1..max_dist units of ``metric``, spread evenly over the
+    distances."""
+    dist = distances(cluster, metric)
     by_dist: dict[int, np.ndarray] = {}
     for d in range(1, max_dist + 1):
-        idx = np.nonzero(cluster.steps == d)[0]
+        idx = np.nonzero(dist == d)[0]
         if idx.size:
             by_dist[d] = idx
     if not by_dist:
@@ -159,8 +168,10 @@ def make_examples(
     label: str,
     feedback: float,
     seed: int,
+    metric: str = "steps",
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Step-level (prompt ids, completion ids + EOS) examples from the clusters of ``tasks``."""
+    """Step-level (prompt ids, completion ids + EOS) examples from the clusters of ``tasks``: one-cell moves
+    (``metric`` steps, atomic mode) or slides (``moves``, slide mode; ``prompts`` must carry that mode's goal)."""
     from milepost.envs.rushhour.moves import illegal
     from milepost.envs.rushhour.rules import parse_move
     from milepost.envs.rushhour.solver import optimal_move, solve_board
@@ -174,12 +185,12 @@ def make_examples(
     for n, task in enumerate(tasks):
         cluster = solve_board(task.payload["board"])
         layout = cluster.layout
-        for key in sample_states(cluster, per_cluster, max_dist, rng):
+        for key in sample_states(cluster, per_cluster, max_dist, rng, metric):
             state = RushHourState(layout, layout.unpack(key))
             if label == "tiebreak":
-                move = optimal_move(cluster, state, "steps")
+                move = optimal_move(cluster, state, metric)
             else:
-                move = rng.choice(optimal_moves(cluster, state))
+                move = rng.choice(optimal_moves(cluster, state, metric))
             fb = None
             if rng.random() < feedback:
                 # The noisy oracle's illegal-move maker reads ``rules.state`` only.
@@ -194,9 +205,17 @@ def make_examples(
     return prompts_out, completions
 
 
+def mode_config(cfg: Any, mode: str) -> Any:
+    """``cfg`` in action mode ``mode`` (atomic, or slide with the paper's 20-turn budget)."""
+    if cfg.env.action_mode == mode:
+        return cfg
+    steps = 30 if mode == "atomic" else 20
+    return dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, action_mode=mode, max_steps=steps))
+
+
 def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]) -> None:
-    """The hand-built prompts equal the agent loop's: the start prompts of oracle demonstrations, and the
-    environment's own observation after a rejected move."""
+    """The hand-built prompts equal the agent loop's in ``cfg``'s action mode: the start prompts of oracle
+    demonstrations, and the environment's own observation after a rejected move."""
     from milepost.agent.prompts import build_messages
     from milepost.backends.base import GenerationRequest
     from milepost.envs.rushhour.env import RushHourEnv
@@ -208,7 +227,7 @@ def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]
 
     plain = dataclasses.replace(cfg, sft=dataclasses.replace(cfg.sft, noise=0.0, macro_share=0.0))
     agent_prompts = {tuple(e.prompt_ids) for e in demonstrations(plain, tasks, backend, progress=False)}
-    env = RushHourEnv()
+    env = RushHourEnv(action_mode=cfg.env.action_mode)
     rng = random.Random(0)
     for task in tasks:
         c = solve_board(task.payload["board"])
@@ -221,14 +240,20 @@ def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]
         real = backend.encode(GenerationRequest(messages=build_messages(env.goal_text(), obs)))
         if list(real) != prompts.ids(state, state.why_illegal(parse_move(bad))):
             raise SystemExit(f"sft_starts: the rejection prompt of {task.task_id} differs from the environment's")
-    log(f"prompt check: {len(tasks)} start and {len(tasks)} rejection prompts equal the agent loop's")
+    log(
+        f"prompt check ({cfg.env.action_mode}): {len(tasks)} start and {len(tasks)} rejection prompts equal the "
+        "agent loop's"
+    )
 
 
 # -- training ------------------------------------------------------------------------------------------------
 
 
-def step_accuracy_probe(model: Any, backend: Any, probe: list[tuple[Any, Any, list[int]]], batch: int = 64) -> dict:
-    """Greedy one-step answers on held-out states: share optimal, share legal, share parsed."""
+def step_accuracy_probe(
+    model: Any, backend: Any, probe: list[tuple[Any, Any, list[int]]], batch: int = 64, metric: str = "steps"
+) -> dict:
+    """Greedy one-step answers on held-out states: share optimal, share legal, share parsed. In ``moves``
+    (slide mode) a slide of any length is legal and optimal when it brings the state one move closer."""
     import torch
 
     from milepost.envs.actions import action_segment
@@ -259,13 +284,13 @@ def step_accuracy_probe(model: Any, backend: Any, probe: list[tuple[Any, Any, li
                 if move is None:
                     continue
                 parsed += 1
-                if move.cells != 1 or state.why_illegal(move) is not None:
+                if (move.cells != 1 and metric == "steps") or state.why_illegal(move) is not None:
                     continue
                 legal += 1
                 child = state.clone()
                 child.apply(move)
-                here = int(cluster.steps[cluster.index(state.key)])
-                opt += int(cluster.steps[cluster.index(child.key)]) == here - 1
+                dist = distances(cluster, metric)
+                opt += int(dist[cluster.index(child.key)]) == int(dist[cluster.index(state.key)]) - 1
     model.train()
     n = len(probe)
     return {"probe_optimal": opt / n, "probe_legal": legal / n, "probe_parsed": parsed / n}
@@ -347,6 +372,26 @@ def main() -> None:
     p.add_argument("--feedback", type=float, default=0.1, help="share of examples after a rejected move")
     p.add_argument("--levels", default=TRAIN_LEVELS, help="levels of the training puzzles (the test puzzles too)")
     p.add_argument(
+        "--slide-per-cluster",
+        type=int,
+        default=0,
+        help="states drawn per training cluster for slide-mode examples (the slide goal text; target: a slide "
+        "that brings the state one move closer; 0 = atomic examples only)",
+    )
+    p.add_argument("--slide-max-dist", type=int, default=12, help="farthest slide-mode state drawn, in moves")
+    p.add_argument(
+        "--init",
+        default=None,
+        help="fine-tune this model directory instead of a fresh tiny model (e.g. checkpoints/rushhour-sft-steps)",
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        help="use this Rush Hour dataset (copied into --work) instead of building one; with --init, its test "
+        "puzzles must not be training clusters of the init model",
+    )
+    p.add_argument("--eval-modes", default="atomic", help="action modes of the episode eval (atomic, slide)")
+    p.add_argument(
         "--data-seed",
         type=int,
         default=1,
@@ -404,6 +449,13 @@ def main() -> None:
     wall0 = time.perf_counter()
     timings: dict[str, float] = {}
     log(f"start; load {load()}")
+    if args.data and not (work / "data" / "manifest.json").exists():
+        shutil.copytree(args.data, work / "data", dirs_exist_ok=True)
+    if args.init:
+        from experiments.rushhour_arms import check_start_disjoint
+
+        check_start_disjoint(Path(args.init), work / "data")
+        (work / "init.json").write_text(json.dumps({"init": str(args.init)}) + "\n", encoding="utf-8")
     data = build_data(work, args.levels, args.train, args.test, args.data_seed)
     timings["data_s"] = time.perf_counter() - wall0
     train_tasks = load_tasks(data, "train")
@@ -418,60 +470,86 @@ def main() -> None:
         eval=dataclasses.replace(cfg.eval, n=args.n, ks=[1, args.n], limit=args.eval_limit, levels=args.eval_levels),
     )
     ckpt = work / "model"
-    if (ckpt / "trainer_state.pt").exists():
+    state: dict[str, Any]
+    if (ckpt / "trainer_state.pt").exists() or args.init:
         from milepost.backends.hf import load_model, resolve_device_dtype
 
-        model, tokenizer = load_model(ckpt, *resolve_device_dtype("cpu", "float32"))
-        state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+        resumed = (ckpt / "trainer_state.pt").exists()
+        model, tokenizer = load_model(ckpt if resumed else Path(args.init), *resolve_device_dtype("cpu", "float32"))
+        state = torch.load(ckpt / "trainer_state.pt", weights_only=False) if resumed else {"step": 0}
     else:
         model, tokenizer = load_policy(cfg, work)
         state = {"step": 0}
     backend = HFBackend(model=model, tokenizer=tokenizer, name="sft")
     from milepost.envs.rushhour.env import RushHourEnv
 
-    env = RushHourEnv()
-    env.reset(options={"task": train_tasks[0]})
-    prompts = PromptMaker(backend, env.goal_text())
-
-    ex_file = work / f"examples-{args.label}-{args.per_cluster}-{args.max_dist}-{args.feedback}.pt"
-    if ex_file.exists():
-        ex = torch.load(ex_file, weights_only=False)
-    else:
-        check_prompts(cfg, backend, prompts, train_tasks[:6])
-        t = time.perf_counter()
-        pr, co = make_examples(
-            train_tasks,
-            prompts,
-            tokenizer,
-            per_cluster=args.per_cluster,
-            max_dist=args.max_dist,
-            label=args.label,
-            feedback=args.feedback,
-            seed=args.seed,
+    # One pool of examples per action mode: each has its own goal text (system message), and a batch is
+    # drawn from one pool so that the shared-prefix loss runs one system message per step.
+    modes = ["atomic"] + (["slide"] if args.slide_per_cluster else [])
+    makers: dict[str, PromptMaker] = {}
+    pools: dict[str, dict[str, Any]] = {}
+    for mode in modes:
+        env = RushHourEnv(action_mode=mode)
+        env.reset(options={"task": train_tasks[0]})
+        makers[mode] = PromptMaker(backend, env.goal_text())
+        metric = "steps" if mode == "atomic" else "moves"
+        k, far = (
+            (args.per_cluster, args.max_dist) if mode == "atomic" else (args.slide_per_cluster, args.slide_max_dist)
         )
-        ex = {"prompts": pr, "completions": co, "build_s": time.perf_counter() - t}
-        torch.save(ex, ex_file.with_suffix(".tmp"))
-        os.replace(ex_file.with_suffix(".tmp"), ex_file)
-    prompts_ids, completions = ex["prompts"], ex["completions"]
-    n_ex = len(prompts_ids)
-    mean_len = sum(len(a) + len(b) for a, b in zip(prompts_ids, completions)) / n_ex
-    log(f"examples: {n_ex} from {len(train_tasks)} clusters, mean {mean_len:.0f} tokens")
+        name = f"examples-{args.label}-{k}-{far}-{args.feedback}" + ("" if mode == "atomic" else "-slide")
+        ex_file = work / f"{name}.pt"
+        if ex_file.exists():
+            ex = torch.load(ex_file, weights_only=False)
+        else:
+            check_prompts(mode_config(cfg, mode), backend, makers[mode], train_tasks[:6])
+            t = time.perf_counter()
+            pr, co = make_examples(
+                train_tasks,
+                makers[mode],
+                tokenizer,
+                per_cluster=k,
+                max_dist=far,
+                label=args.label,
+                feedback=args.feedback,
+                seed=args.seed + (0 if mode == "atomic" else 1),
+                metric=metric,
+            )
+            ex = {"prompts": pr, "completions": co, "build_s": time.perf_counter() - t}
+            torch.save(ex, ex_file.with_suffix(".tmp"))
+            os.replace(ex_file.with_suffix(".tmp"), ex_file)
+        pools[mode] = ex
+    n_ex = sum(len(ex["prompts"]) for ex in pools.values())
+    mean_len = sum(len(a) + len(b) for ex in pools.values() for a, b in zip(ex["prompts"], ex["completions"])) / n_ex
+    build_s = sum(ex.get("build_s", 0.0) for ex in pools.values())
+    per_mode = ", ".join(f"{m} {len(pools[m]['prompts'])}" for m in modes)
+    log(f"examples: {n_ex} from {len(train_tasks)} clusters ({per_mode}), mean {mean_len:.0f} tokens")
 
-    # Held-out one-step probe: states of the test clusters (4-6 level puzzles and others), fixed.
-    # Two states per cluster at distances drawn uniformly from those the cluster has (1..--max-dist).
-    prng = random.Random(12345)
-    picks = []
-    for task in test_tasks:
-        c = solve_board(task.payload["board"])
-        keys = sample_states(c, args.max_dist, args.max_dist, prng)
-        picks += [(c, key) for key in prng.sample(keys, min(2, len(keys)))]
-    prng.shuffle(picks)
-    probe = []
-    for c, key in picks[: args.probe]:
-        s = RushHourState(c.layout, c.layout.unpack(key))
-        probe.append((c, s, prompts.ids(s)))
-    probe_dist = [int(c.steps[c.index(s.key)]) for c, s, _ in probe]
-    log(f"probe: {len(probe)} held-out states, mean distance {sum(probe_dist) / len(probe_dist):.1f} steps")
+    # Held-out one-step probes (one per mode): states of the test clusters (4-6 level puzzles and others),
+    # fixed. Two states per cluster at distances drawn uniformly from those the cluster has (1..the mode's max).
+    probes: dict[str, list[tuple[Any, Any, list[int]]]] = {}
+    for mode in modes:
+        metric = "steps" if mode == "atomic" else "moves"
+        far = args.max_dist if mode == "atomic" else args.slide_max_dist
+        prng = random.Random(12345)
+        picks = []
+        for task in test_tasks:
+            c = solve_board(task.payload["board"])
+            keys = sample_states(c, far, far, prng, metric)
+            picks += [(c, key) for key in prng.sample(keys, min(2, len(keys)))]
+        prng.shuffle(picks)
+        probes[mode] = []
+        for c, key in picks[: args.probe]:
+            s = RushHourState(c.layout, c.layout.unpack(key))
+            probes[mode].append((c, s, makers[mode].ids(s)))
+        d = [int(distances(c, metric)[c.index(s.key)]) for c, s, _ in probes[mode]]
+        log(f"probe ({mode}): {len(d)} held-out states, mean distance {sum(d) / len(d):.1f} {metric}")
+
+    def run_probes() -> dict[str, float]:
+        out = step_accuracy_probe(model, backend, probes["atomic"])
+        if "slide" in probes:
+            sl = step_accuracy_probe(model, backend, probes["slide"], metric="moves")
+            out.update({f"slide_{k}": v for k, v in sl.items()})
+        return out
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     total = args.steps
@@ -496,23 +574,26 @@ def main() -> None:
         # A first version of the probe drew only states one step from the goal (always "A drives out"): its
         # points are dropped and the loaded checkpoint's point measured again with the probe above.
         last = curve[-1]
-        last.update(step_accuracy_probe(model, backend, probe), probe_version=2)
+        last.update(run_probes(), probe_version=2)
         curve = [last]
     start = state["step"]
     spent = state.get("train_s", 0.0)
     clock["train_s"] = spent
     episode_at = {int(s) for s in args.episode_evals.split(",") if s} | {total}
     order_rng = np.random.default_rng(args.seed)
-    order = np.concatenate([order_rng.permutation(n_ex) for _ in range(math.ceil(total * args.batch / n_ex) + 1)])
+    batches = batch_order({m: len(ex["prompts"]) for m, ex in pools.items()}, args.batch, total, order_rng)
     pad = tokenizer.pad_token_id
     user = tokenizer.convert_tokens_to_ids("<|user|>")
-    prefix = prompts_ids[0][: prompts_ids[0].index(user) + 1]
-    if any(p[: len(prefix)] != prefix for p in prompts_ids):
-        raise SystemExit("sft_starts: the prompts do not share their system message")
-    diff = check_shared_prefix(model, prefix, prompts_ids[:4], completions[:4], pad)
-    log(f"shared-prefix loss vs plain loss: |diff| = {diff:.2e} ({len(prefix)} prefix tokens)")
-    if diff > 1e-3:
-        raise SystemExit("sft_starts: the shared-prefix loss differs from the plain loss")
+    prefixes = {}
+    for mode, ex in pools.items():
+        first = ex["prompts"][0]
+        prefixes[mode] = prefix = first[: first.index(user) + 1]
+        if any(p[: len(prefix)] != prefix for p in ex["prompts"]):
+            raise SystemExit(f"sft_starts: the {mode} prompts do not share their system message")
+        diff = check_shared_prefix(model, prefix, ex["prompts"][:4], ex["completions"][:4], pad)
+        log(f"shared-prefix loss vs plain loss ({mode}): |diff| = {diff:.2e} ({len(prefix)} prefix tokens)")
+        if diff > 1e-3:
+            raise SystemExit("sft_starts: the shared-prefix loss differs from the plain loss")
     model.train()
     t_chunk = time.perf_counter()
     tokens = 0
@@ -520,9 +601,10 @@ def main() -> None:
     loss_n = 0
     autocast = torch.autocast(device_type="cpu", dtype=torch.bfloat16) if args.bf16 else contextlib.nullcontext()
     for step in range(start, total):
-        idx = order[step * args.batch : (step + 1) * args.batch]
-        ps = [prompts_ids[i][len(prefix) :] for i in idx]
-        cs = [completions[i] for i in idx]
+        mode, idx = batches[step]
+        prefix = prefixes[mode]
+        ps = [pools[mode]["prompts"][i][len(prefix) :] for i in idx]
+        cs = [pools[mode]["completions"][i] for i in idx]
         with autocast:
             loss = shared_prefix_loss(model, prefix, ps, cs, pad)
         optimizer.zero_grad(set_to_none=True)
@@ -552,18 +634,20 @@ def main() -> None:
                 "load": os.getloadavg()[0],
             }
             te = time.perf_counter()
-            point.update(step_accuracy_probe(model, backend, probe), probe_version=2)
+            point.update(run_probes(), probe_version=2)
             point["probe_s"] = time.perf_counter() - te
             if done in episode_at:
                 te = time.perf_counter()
                 model.eval()
-                out = work / f"eval-{done}"
-                if out.exists():
-                    shutil.rmtree(out)
-                evaluate_policy(cfg, HFBackend(model=model, tokenizer=tokenizer, name="sft"), out, "sft", False)
+                for mode in args.eval_modes.split(","):
+                    out = work / (f"eval-{done}" if mode == "atomic" else f"eval-{done}-{mode}")
+                    if out.exists():
+                        shutil.rmtree(out)
+                    backend_now = HFBackend(model=model, tokenizer=tokenizer, name="sft")
+                    evaluate_policy(mode_config(cfg, mode), backend_now, out, "sft", False)
+                    lv = json.loads((out / "metrics.json").read_text())
+                    point["episode" if mode == "atomic" else f"episode_{mode}"] = _level_numbers(lv)
                 model.train()
-                lv = json.loads((out / "metrics.json").read_text())
-                point["episode"] = _level_numbers(lv)
                 point["episode_eval_s"] = time.perf_counter() - te
             curve.append(point)
             log(f"eval {json.dumps(point)}")
@@ -581,7 +665,23 @@ def main() -> None:
             if out_of_time:
                 break
     timings["wall_s"] = time.perf_counter() - wall0
-    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), ex.get("build_s", 0.0), timings)
+    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings)
+
+
+def batch_order(sizes: dict[str, int], batch: int, steps: int, rng: Any) -> list[tuple[str, Any]]:
+    """``steps`` batches of (mode, example indices): each pass over the examples cuts every mode's shuffled
+    pool into batches and shuffles the batches of all modes together, so the modes mix in proportion to
+    their sizes while each batch holds one mode (one system message)."""
+    out: list[tuple[str, Any]] = []
+    while len(out) < steps:
+        one_pass = []
+        for mode, n in sizes.items():
+            perm = rng.permutation(n)
+            one_pass += [(mode, perm[lo : lo + batch]) for lo in range(0, n - batch + 1, batch)]
+        if not one_pass:
+            raise SystemExit(f"sft_starts: fewer examples than one batch of {batch}")
+        out += [one_pass[i] for i in rng.permutation(len(one_pass))]
+    return out[:steps]
 
 
 def export(work: Path, target: Path) -> None:
@@ -597,10 +697,16 @@ def export(work: Path, target: Path) -> None:
         shutil.rmtree(tmp)
     shutil.copytree(model, tmp, ignore=shutil.ignore_patterns("trainer_state.pt"))
     train = load_tasks(work / "data", "train")
+    clusters = {t.meta["cluster_id"] for t in train}
+    init = work / "init.json"
+    if init.is_file():  # a fine-tuned model also saw its init model's training clusters
+        listed = Path(json.loads(init.read_text())["init"]) / "milepost_train_clusters.json"
+        if listed.is_file():
+            clusters |= set(json.loads(listed.read_text())["train_cluster_ids"])
     info = {
-        "made_by": "experiments/sft_starts.py (see experiments/results/sft_starts.md)",
+        "made_by": "experiments/sft_starts.py (see experiments/results/sft_starts*.md)",
         "data_manifest": json.loads((work / "data" / "manifest.json").read_text()),
-        "train_cluster_ids": sorted({t.meta["cluster_id"] for t in train}),
+        "train_cluster_ids": sorted(clusters),
     }
     (tmp / "milepost_train_clusters.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     if target.exists():
@@ -648,25 +754,34 @@ def report(
     RESULTS.mkdir(exist_ok=True)
     last = curve[-1]
     ep = last.get("episode", {})
+    slide = bool(args.slide_per_cluster)
+
+    def episode_cells(e: dict[str, Any] | None) -> str:
+        if not e:
+            return "- | -"
+        return f"{_pct(e['step_accuracy'])} | {_pct(e['avg'])} [{_pct(e['avg_lo'])}, {_pct(e['avg_hi'])}]"
+
     rows = []
     for pt in curve:
-        e = pt.get("episode", {}).get("4-6")
-        rows.append(
+        row = (
             f"| {pt['step']} | {pt['examples_seen']} | {pt['loss']:.3f} | {_pct(pt['probe_optimal'])} | "
-            f"{_pct(pt['probe_legal'])} | "
-            + (
-                f"{_pct(e['step_accuracy'])} | {_pct(e['avg'])} [{_pct(e['avg_lo'])}, {_pct(e['avg_hi'])}]"
-                if e
-                else "- | -"
+            f"{_pct(pt['probe_legal'])} | {episode_cells(pt.get('episode', {}).get('4-6'))} | "
+        )
+        if slide:
+            row += (
+                f"{_pct(pt.get('slide_probe_optimal'))} | {_pct(pt.get('slide_probe_legal'))} | "
+                f"{episode_cells(pt.get('episode_slide', {}).get('4-6'))} | "
             )
-            + f" | {pt['train_s'] / 60:.1f} | {pt['load']:.1f} |"
-        )
+        rows.append(row + f"{pt['train_s'] / 60:.1f} | {pt['load']:.1f} |")
     final = []
-    for level, e in ep.items():
-        final.append(
-            f"| {level} | {e['tasks']} | {_pct(e['step_accuracy'])} | {_pct(e['avg'])} [{_pct(e['avg_lo'])}, "
-            f"{_pct(e['avg_hi'])}] | " + " | ".join(f"{_pct(e['pass'].get(str(k)))}" for k in (1, args.n)) + " |"
-        )
+    for key, mode in (("episode", "atomic"), ("episode_slide", "slide")):
+        for level, e in last.get(key, {}).items():
+            final.append(
+                f"| {mode} | {level} | {e['tasks']} | {_pct(e['step_accuracy'])} | {_pct(e['avg'])} "
+                f"[{_pct(e['avg_lo'])}, {_pct(e['avg_hi'])}] | "
+                + " | ".join(f"{_pct(e['pass'].get(str(k)))}" for k in (1, args.n))
+                + " |"
+            )
     e46 = ep.get("4-6")
     met = (
         "not measured"
@@ -685,6 +800,11 @@ def report(
         + (" --bf16" if args.bf16 else "")
         + (f" --minutes {args.minutes:g}" if args.minutes else "")
         + (f" --episode-evals {args.episode_evals}" if args.episode_evals else "")
+        + (f" --slide-per-cluster {args.slide_per_cluster} --slide-max-dist {args.slide_max_dist}" if slide else "")
+        + (f" --init {args.init}" if args.init else "")
+        + (f" --data {args.data}" if args.data else "")
+        + (f" --eval-modes {args.eval_modes}" if args.eval_modes != "atomic" else "")
+        + (f" --eval-limit {args.eval_limit}" if args.eval_limit != 40 else "")
         + (f" --tag {tag}" if tag else "")
     )
     target = "any optimal move, drawn uniformly" if args.label == "random" else "the oracle's tie-broken optimal move"
@@ -693,23 +813,44 @@ def report(
         precision += "; the cosine over a wall-clock budget, the machine's speed varying with its load"
     head = (
         f"| SFT step | examples seen | loss | probe optimal (%) | probe legal (%) | episode step acc. 4-6 (%) | "
-        f"avg@{args.n} 4-6 (%) [95% CI] | train min | load |"
+        f"avg@{args.n} 4-6 (%) [95% CI] | "
+        + (
+            f"slide probe optimal (%) | slide probe legal (%) | slide episode step acc. 4-6 (%) | "
+            f"slide avg@{args.n} 4-6 (%) [95% CI] | "
+            if slide
+            else ""
+        )
+        + "train min | load |"
+    )
+    rule = "|" + "---|" * (head.count("|") - 1)
+    model_line = (
+        f"tiny {args.size} fine-tuned from `{args.init}`"
+        if args.init
+        else f"tiny {args.size} from scratch (Qwen3 architecture, rotary positions, the project's BPE tokenizer)"
+    )
+    slide_line = (
+        f"and {args.slide_per_cluster} states per cluster at 1-{args.slide_max_dist} slide moves from the goal in "
+        "slide mode (the slide goal text; target: a slide that brings the state one move closer)"
+        if slide
+        else ""
     )
     text = (
         f"""# Rush Hour SFT start{f" ({tag})" if tag else ""}
 
 Command: `nice -n {os.nice(0)} {cmd} --threads {args.threads}`.
 
-Model: tiny {args.size} from scratch (Qwen3 architecture, rotary positions, the project's BPE tokenizer).
+Model: {model_line}.
 Demonstrations: {n_ex} step-level examples (states drawn from the solved clusters of {n_train} training puzzles,
-levels {args.levels}; {args.per_cluster} states per cluster at 1-{args.max_dist} one-cell steps from the goal;
+levels {args.levels}; {args.per_cluster} states per cluster at 1-{args.max_dist} one-cell steps from the goal
+{slide_line};
 target move: {target};
 {100 * args.feedback:.0f}% after a rejected move), mean {mean_len:.0f} tokens, built in {build_s / 60:.1f} min.
 Training: {curve[-1]["step"]} steps of batch {args.batch} (lr {args.lr}, {args.warmup} warm-up steps, cosine to 10%,
 {precision}), {curve[-1]["train_s"] / 60:.1f} min of training on the shared 2-core machine
 ({args.threads} thread(s), nice {os.nice(0)}; load average at each point in the table). Test: {n_test} held-out
 puzzles (other clusters than every training puzzle: `datasets.check_disjoint`), the 4-6 level's {args.eval_limit}
-in the episode evaluation (`evaluate_policy`, {args.n} samples per task at the agent's temperature 0.8, H_max 30).
+in the episode evaluation (`evaluate_policy`, {args.n} samples per task at the agent's temperature 0.8, H_max 30;
+in slide mode H_max 20 and the distances in slide moves).
 
 Probe: greedy one-step answers on {args.probe} held-out states of the test clusters: share that is an optimal move
 (brings the state one step closer) and share that is legal. Episode step accuracy: the project's metric, actions
@@ -719,15 +860,15 @@ evaluation's episodes: an optimal-move rate on the states the policy reaches.
 **Result at the end, level 4-6: {met}.**
 
 {head}
-|---|---|---|---|---|---|---|---|---|
+{rule}
 """
         + "\n".join(rows)
         + f"""
 
 Final episode evaluation by level:
 
-| level | tasks | step accuracy (%) | avg@{args.n} (%) [95% CI] | pass@1 (%) | pass@{args.n} (%) |
-|---|---|---|---|---|---|
+| mode | level | tasks | step accuracy (%) | avg@{args.n} (%) [95% CI] | pass@1 (%) | pass@{args.n} (%) |
+|---|---|---|---|---|---|---|
 """
         + "\n".join(final)
         + f"""
@@ -763,6 +904,15 @@ Wall time of this invocation: {timings.get("wall_s", 0) / 60:.1f} min (data {tim
             capsize=3,
             label=f"episodes 4-6: avg@{args.n} (95% CI)",
         )
+    if slide:
+        ax.plot(
+            steps, [100 * pt.get("slide_probe_optimal", 0) for pt in curve], "o:", label="slide probe: optimal move"
+        )
+        sl = [(pt["step"], pt["episode_slide"]["4-6"]) for pt in curve if "4-6" in pt.get("episode_slide", {})]
+        if sl:
+            ax.plot(
+                [s for s, _ in sl], [100 * e["avg"] for _, e in sl], "v:", label=f"slide episodes 4-6: avg@{args.n}"
+            )
     ax.axhline(80, color="grey", lw=0.5, ls=":")
     ax.axhline(30, color="grey", lw=0.5, ls=":")
     ax.set_xlabel("SFT steps")

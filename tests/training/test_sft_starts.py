@@ -81,6 +81,77 @@ def test_sampled_states_and_their_targets_are_optimal_moves(backend) -> None:  #
     assert 0 < rejected < len(prompts)
 
 
+def test_slide_examples_target_slides_one_move_closer_under_the_slide_goal(backend) -> None:  # type: ignore[no-untyped-def]
+    from experiments.sft_starts import PromptMaker, make_examples, optimal_moves, sample_states
+    from milepost.envs.rushhour.env import RushHourEnv
+
+    task = rush_tasks(7, 9, 1)[0]
+    cluster = solve_board(task.payload["board"])
+    keys = sample_states(cluster, 30, 5, random.Random(0), "moves")
+    dists = [int(cluster.moves[cluster.index(k)]) for k in keys]
+    assert keys and all(1 <= d <= 5 for d in dists) and len(set(dists)) > 1
+    longer = 0
+    for key in keys:
+        state = RushHourState(cluster.layout, cluster.layout.unpack(key))
+        here = int(cluster.moves[cluster.index(key)])
+        moves = optimal_moves(cluster, state, "moves")
+        assert moves
+        for move in state.legal_actions(slides=True):
+            child = state.clone()
+            child.apply(move)
+            assert (move in moves) == (int(cluster.moves[cluster.index(child.key)]) == here - 1)
+        longer += any(m.cells > 1 for m in moves)
+    assert longer  # some optimal moves are slides of two or more cells
+
+    env = RushHourEnv(action_mode="slide")
+    env.reset(options={"task": task})
+    assert "slides X by N cells" in env.goal_text()
+    tok = backend.tokenizer
+    prompts, completions = make_examples(
+        [task],
+        PromptMaker(backend, env.goal_text()),
+        tok,
+        per_cluster=20,
+        max_dist=6,
+        label="random",
+        feedback=0.0,
+        seed=0,
+        metric="moves",
+    )
+    by_text = {}
+    for key in cluster.states.tolist():
+        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
+        by_text[s.render_text()] = s
+    cells = []
+    for p, c in zip(prompts, completions):
+        shown = tok.decode(p)
+        assert "slides X by N cells" in shown
+        move = parse_move(tok.decode(c[:-1]).split("ACTION: ")[1])
+        assert move is not None
+        state = by_text[shown.split("Current observation:\n")[1].split("<|end|>")[0]]
+        assert move in optimal_moves(cluster, state, "moves")
+        cells.append(move.cells)
+    assert max(cells) > 1  # the answers carry slide lengths: move(X, dir, N)
+
+
+def test_batches_hold_one_mode_and_mix_the_modes_by_size() -> None:
+    import numpy as np
+
+    from experiments.sft_starts import batch_order
+
+    batches = batch_order({"atomic": 100, "slide": 50}, 10, 40, np.random.default_rng(0))
+    assert len(batches) == 40
+    first_pass = batches[:15]  # 10 atomic + 5 slide batches: every example once
+    for mode, n in (("atomic", 100), ("slide", 50)):
+        idx = np.concatenate([i for m, i in first_pass if m == mode])
+        assert sorted(idx.tolist()) == list(range(n))
+    assert all(len(i) == 10 for _, i in batches)
+    modes = [m for m, _ in first_pass]
+    assert modes != sorted(modes)  # shuffled together, not one mode after the other
+    with pytest.raises(SystemExit, match="fewer examples"):
+        batch_order({"atomic": 5}, 10, 3, np.random.default_rng(0))
+
+
 def test_hand_built_prompts_are_the_agent_loops(backend) -> None:  # type: ignore[no-untyped-def]
     from experiments.sft_starts import CONFIGS, check_prompts
     from milepost.config import load_config
@@ -88,6 +159,17 @@ def test_hand_built_prompts_are_the_agent_loops(backend) -> None:  # type: ignor
 
     cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", ["levels=4-6"])
     check_prompts(cfg, backend, _prompts(backend), rush_tasks(4, 6, 3))  # raises SystemExit on a difference
+
+    from experiments.sft_starts import PromptMaker, mode_config
+    from milepost.envs.rushhour.env import RushHourEnv
+
+    slide = mode_config(cfg, "slide")
+    assert (slide.env.action_mode, slide.env.max_steps) == ("slide", 20)
+    env = RushHourEnv(action_mode="slide")
+    env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    check_prompts(slide, backend, PromptMaker(backend, env.goal_text()), rush_tasks(4, 6, 3))
+    with pytest.raises(SystemExit, match="differs"):  # atomic prompts are not the slide agent's
+        check_prompts(slide, backend, _prompts(backend), rush_tasks(4, 6, 1))
 
 
 def test_shared_prefix_loss_equals_the_plain_loss_and_gradient(backend) -> None:  # type: ignore[no-untyped-def]
