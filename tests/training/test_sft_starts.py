@@ -225,3 +225,25 @@ def test_the_arms_refuse_a_start_trained_on_their_test_clusters(tmp_path: Path) 
     (start / "milepost_train_clusters.json").write_text(json.dumps({"train_cluster_ids": clusters}))
     with pytest.raises(SystemExit, match="test puzzles"):
         check_start_disjoint(start, data)
+
+
+def test_export_of_a_fine_tuned_model_lists_its_init_models_clusters_too(tmp_path: Path) -> None:
+    from experiments.sft_starts import export
+    from milepost.datasets import write_dataset
+
+    tasks = rush_tasks(4, 6, 3)
+    for t in tasks:
+        t.split = "train"
+    work = tmp_path / "work"
+    write_dataset(work / "data", {"train": tasks[:1], "test": []}, {"env": "rushhour", "size": 6}, overwrite=True)
+    (work / "model").mkdir()
+    (work / "model" / "config.json").write_text("{}")
+    (work / "model" / "trainer_state.pt").write_text("not exported")
+    init = tmp_path / "init"
+    init.mkdir()
+    (init / "milepost_train_clusters.json").write_text(json.dumps({"train_cluster_ids": ["from-init"]}))
+    (work / "init.json").write_text(json.dumps({"init": str(init)}))
+    export(work, tmp_path / "out")
+    listed = json.loads((tmp_path / "out" / "milepost_train_clusters.json").read_text())["train_cluster_ids"]
+    assert sorted(listed) == sorted(["from-init", tasks[0].meta["cluster_id"]])
+    assert (tmp_path / "out" / "config.json").is_file() and not (tmp_path / "out" / "trainer_state.pt").exists()
