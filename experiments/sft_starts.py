@@ -205,6 +205,62 @@ def make_examples(
     return prompts_out, completions
 
 
+def onpolicy_examples(
+    cfg: Any, backend: Any, tasks: list[Any], *, samples: int, seed: int
+) -> tuple[list[list[int]], list[list[int]], dict[str, Any]]:
+    """Examples on the states the model itself reaches (DAgger, Ross et al. 2011): the model plays ``tasks``
+    (``samples`` episodes each, at the agent's temperature, atomic mode) and every turn's prompt, exactly as it
+    saw it (a rejection line included), gets an optimal move of its state as the target.
+
+    Each turn's state is rebuilt by replaying the actions the environment applied from the puzzle's start, and
+    checked against the board the prompt showed. Returns prompts, completions and rollout statistics.
+    """
+    from milepost.agent.loop import BackendPolicy, Job, run_episodes
+    from milepost.envs.rushhour.rules import parse_move
+    from milepost.envs.rushhour.solver import solve_board
+    from milepost.envs.rushhour.state import RushHourState
+    from milepost.training.setup import agent_settings, env_factory
+
+    settings = agent_settings(cfg)
+    jobs = [Job(t, k) for t in tasks for k in range(samples)]
+    t0 = time.perf_counter()
+    episodes = run_episodes(env_factory(cfg, 6), jobs, BackendPolicy(backend, settings), settings, seed=seed)
+    rng = random.Random(seed)
+    eos = backend.tokenizer.eos_token_id
+    by_id = {t.task_id: t for t in tasks}
+    prompts_out: list[list[int]] = []
+    completions: list[list[int]] = []
+    rejected = solved = 0
+    for ep in episodes:
+        cluster = solve_board(by_id[ep.task_id].payload["board"])
+        state = RushHourState(cluster.layout, cluster.layout.unpack(cluster.start))
+        solved += ep.success
+        for turn in ep.turns:
+            board = turn.observation.split("\nLast answer rejected:")[0]
+            if board != state.render_text():
+                raise SystemExit(
+                    f"sft_starts: replayed state of {ep.task_id} turn {turn.index} differs from its prompt"
+                )
+            rejected += "\nLast answer rejected:" in turn.observation
+            moves = optimal_moves(cluster, state)
+            if moves:
+                move = rng.choice(moves)
+                prompts_out.append(list(turn.prompt_ids))
+                completions.append([*backend.tokenizer.encode(answer_text(move), add_special_tokens=False), eos])
+            for action in turn.actions:
+                applied = parse_move(action)
+                assert applied is not None  # the environment applied it
+                state.apply(applied)
+    stats = {
+        "episodes": len(episodes),
+        "solved": solved,
+        "turns": len(prompts_out),
+        "after_rejection": rejected,
+        "rollout_s": time.perf_counter() - t0,
+    }
+    return prompts_out, completions, stats
+
+
 def mode_config(cfg: Any, mode: str) -> Any:
     """``cfg`` in action mode ``mode`` (atomic, or slide with the paper's 20-turn budget)."""
     if cfg.env.action_mode == mode:
@@ -392,6 +448,14 @@ def main() -> None:
     )
     p.add_argument("--eval-modes", default="atomic", help="action modes of the episode eval (atomic, slide)")
     p.add_argument(
+        "--onpolicy",
+        type=int,
+        default=0,
+        help="training puzzles the start model plays (atomic mode, --onpolicy-samples each) before training; "
+        "every turn's prompt, labelled with an optimal move of its state, joins the examples (DAgger)",
+    )
+    p.add_argument("--onpolicy-samples", type=int, default=2)
+    p.add_argument(
         "--data-seed",
         type=int,
         default=1,
@@ -518,10 +582,24 @@ def main() -> None:
             torch.save(ex, ex_file.with_suffix(".tmp"))
             os.replace(ex_file.with_suffix(".tmp"), ex_file)
         pools[mode] = ex
+    if args.onpolicy:
+        on_file = work / f"onpolicy-{args.onpolicy}-{args.onpolicy_samples}.pt"
+        if on_file.exists():
+            ex = torch.load(on_file, weights_only=False)
+        else:
+            picked = random.Random(args.seed).sample(train_tasks, min(args.onpolicy, len(train_tasks)))
+            model.eval()
+            pr, co, stats = onpolicy_examples(cfg, backend, picked, samples=args.onpolicy_samples, seed=args.seed)
+            model.train()
+            ex = {"prompts": pr, "completions": co, "build_s": stats["rollout_s"], "stats": stats}
+            torch.save(ex, on_file.with_suffix(".tmp"))
+            os.replace(on_file.with_suffix(".tmp"), on_file)
+        log(f"on-policy examples: {json.dumps(ex['stats'])}")
+        pools["onpolicy"] = ex
     n_ex = sum(len(ex["prompts"]) for ex in pools.values())
     mean_len = sum(len(a) + len(b) for ex in pools.values() for a, b in zip(ex["prompts"], ex["completions"])) / n_ex
     build_s = sum(ex.get("build_s", 0.0) for ex in pools.values())
-    per_mode = ", ".join(f"{m} {len(pools[m]['prompts'])}" for m in modes)
+    per_mode = ", ".join(f"{m} {len(ex['prompts'])}" for m, ex in pools.items())
     log(f"examples: {n_ex} from {len(train_tasks)} clusters ({per_mode}), mean {mean_len:.0f} tokens")
 
     # Held-out one-step probes (one per mode): states of the test clusters (4-6 level puzzles and others),
@@ -665,7 +743,8 @@ def main() -> None:
             if out_of_time:
                 break
     timings["wall_s"] = time.perf_counter() - wall0
-    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings)
+    onpolicy = pools["onpolicy"]["stats"] if "onpolicy" in pools else None
+    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, onpolicy)
 
 
 def batch_order(sizes: dict[str, int], batch: int, steps: int, rng: Any) -> list[tuple[str, Any]]:
@@ -743,6 +822,7 @@ def report(
     n_test: int,
     build_s: float,
     timings: dict[str, float],
+    onpolicy: dict[str, Any] | None = None,
 ) -> None:
     """``experiments/results/sft_starts{tag}.{md,json,png}``: settings, the curve and the final numbers."""
     import matplotlib
@@ -805,6 +885,7 @@ def report(
         + (f" --data {args.data}" if args.data else "")
         + (f" --eval-modes {args.eval_modes}" if args.eval_modes != "atomic" else "")
         + (f" --eval-limit {args.eval_limit}" if args.eval_limit != 40 else "")
+        + (f" --onpolicy {args.onpolicy} --onpolicy-samples {args.onpolicy_samples}" if args.onpolicy else "")
         + (f" --tag {tag}" if tag else "")
     )
     target = "any optimal move, drawn uniformly" if args.label == "random" else "the oracle's tie-broken optimal move"
@@ -834,6 +915,14 @@ def report(
         if slide
         else ""
     )
+    onpolicy_line = (
+        ""
+        if not onpolicy
+        else f"; and {onpolicy['turns']} on-policy examples (DAgger): every turn of {onpolicy['episodes']} episodes "
+        f"the start model played on {args.onpolicy} training puzzles at temperature 0.8 ({onpolicy['solved']} "
+        f"solved, {onpolicy['after_rejection']} turns after a rejection), each prompt as the model saw it with an "
+        "optimal move of its state as the target"
+    )
     text = (
         f"""# Rush Hour SFT start{f" ({tag})" if tag else ""}
 
@@ -844,7 +933,8 @@ Demonstrations: {n_ex} step-level examples (states drawn from the solved cluster
 levels {args.levels}; {args.per_cluster} states per cluster at 1-{args.max_dist} one-cell steps from the goal
 {slide_line};
 target move: {target};
-{100 * args.feedback:.0f}% after a rejected move), mean {mean_len:.0f} tokens, built in {build_s / 60:.1f} min.
+{100 * args.feedback:.0f}% after a rejected move{onpolicy_line}), mean {mean_len:.0f} tokens,
+built in {build_s / 60:.1f} min.
 Training: {curve[-1]["step"]} steps of batch {args.batch} (lr {args.lr}, {args.warmup} warm-up steps, cosine to 10%,
 {precision}), {curve[-1]["train_s"] / 60:.1f} min of training on the shared 2-core machine
 ({args.threads} thread(s), nice {os.nice(0)}; load average at each point in the table). Test: {n_test} held-out

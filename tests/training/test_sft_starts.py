@@ -247,3 +247,39 @@ def test_export_of_a_fine_tuned_model_lists_its_init_models_clusters_too(tmp_pat
     listed = json.loads((tmp_path / "out" / "milepost_train_clusters.json").read_text())["train_cluster_ids"]
     assert sorted(listed) == sorted(["from-init", tasks[0].meta["cluster_id"]])
     assert (tmp_path / "out" / "config.json").is_file() and not (tmp_path / "out" / "trainer_state.pt").exists()
+
+
+def test_onpolicy_examples_label_the_states_the_model_reached() -> None:
+    import dataclasses
+
+    import torch
+
+    from experiments.sft_starts import CONFIGS, onpolicy_examples, optimal_moves
+    from milepost.backends.hf import HFBackend
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    torch.set_num_threads(1)
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        rush = HFBackend(ROOT / "checkpoints" / "rushhour-sft-steps")  # a model that plays legal moves
+    cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", ["levels=4-6"])
+    cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_steps=6))
+    tasks = rush_tasks(4, 6, 2)
+    prompts, completions, stats = onpolicy_examples(cfg, rush, tasks, samples=2, seed=0)
+    assert stats["episodes"] == 4 and stats["turns"] == len(prompts) == len(completions) > 4
+    tok = rush.tokenizer
+    clusters = [solve_board(t.payload["board"]) for t in tasks]
+    states = {}
+    for c in clusters:
+        for key in c.states.tolist():
+            s = RushHourState(c.layout, c.layout.unpack(key))
+            states[s.render_text()] = (c, s)
+    moved = 0
+    for p, c in zip(prompts, completions):
+        shown = tok.decode(p).split("Current observation:\n")[1].split("<|end|>")[0]
+        board = shown.split("\nLast answer rejected:")[0]
+        cluster, state = states[board]
+        move = parse_move(tok.decode(c[:-1]).split("ACTION: ")[1])
+        assert move is not None and move in optimal_moves(cluster, state)
+        moved += state.key != cluster.start
+    assert moved  # some turns are on states the model's own moves reached, not only the start
