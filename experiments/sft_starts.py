@@ -329,7 +329,7 @@ def step_accuracy_probe(
                 out = model.generate(
                     input_ids=inp,
                     attention_mask=att,
-                    max_new_tokens=24,
+                    max_new_tokens=32,  # the agent's cap (rushhour configs); a slide answer takes up to 27
                     do_sample=False,
                     pad_token_id=tok.pad_token_id,
                     eos_token_id=tok.eos_token_id,
@@ -910,11 +910,12 @@ def report(
         else f"tiny {args.size} from scratch (Qwen3 architecture, rotary positions, the project's BPE tokenizer)"
     )
     slide_line = (
-        f"and {args.slide_per_cluster} states per cluster at 1-{args.slide_max_dist} slide moves from the goal in "
+        f"\nand {args.slide_per_cluster} states per cluster at 1-{args.slide_max_dist} slide moves from the goal in "
         "slide mode (the slide goal text; target: a slide that brings the state one move closer)"
         if slide
         else ""
     )
+    steps_text = "one-cell steps from the goal"
     onpolicy_line = (
         ""
         if not onpolicy
@@ -930,8 +931,7 @@ Command: `nice -n {os.nice(0)} {cmd} --threads {args.threads}`.
 
 Model: {model_line}.
 Demonstrations: {n_ex} step-level examples (states drawn from the solved clusters of {n_train} training puzzles,
-levels {args.levels}; {args.per_cluster} states per cluster at 1-{args.max_dist} one-cell steps from the goal
-{slide_line};
+levels {args.levels}; {args.per_cluster} states per cluster at 1-{args.max_dist} {steps_text}{slide_line};
 target move: {target};
 {100 * args.feedback:.0f}% after a rejected move{onpolicy_line}), mean {mean_len:.0f} tokens,
 built in {build_s / 60:.1f} min.
