@@ -13,6 +13,14 @@ answer format but not the rules (step accuracy 3-10%, avg@4 0%). This script cha
   learns "a move that helps", not also the tie-break's letter order.
 - **rejections.** ``--feedback`` of the examples carry a "Last answer rejected: ..." line after an illegal move
   (the state unchanged), as the environment writes it, so the model knows what to do after one.
+- **slides.** ``--slide-per-cluster`` adds slide-mode examples: states at 1..``--slide-max-dist`` moves from the
+  goal under the slide goal text, answered with a slide that brings the state one move closer
+  (``move(X, dir, N)``). A batch holds one mode, so the shared-prefix loss runs one system message per step.
+- **fine-tuning.** ``--init`` continues a trained model (``--data``: on its own dataset, whose test puzzles are
+  checked against the model's listed training clusters) instead of building a fresh one.
+- **the model's own states (DAgger).** ``--onpolicy N``: before training, the model plays N training puzzles at
+  the agent's temperature; every turn's prompt, exactly as it saw it, becomes an example whose target is an
+  optimal move of that turn's state (rebuilt by replaying the applied actions).
 
 Prompts are built exactly as the agent builds them (goal, observation, chat template; ``memory_k: 0``); the
 script checks this against the real agent loop's prompt ids before training. Answers are the oracle's format
