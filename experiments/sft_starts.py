@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 CONFIGS = ROOT / "configs" / "tiny-cpu"
 TRAIN_LEVELS = "1-3,4-6,7-9"
+METRIC = {"atomic": "steps", "slide": "moves"}  # the goal distance each action mode counts in
 
 
 def log(msg: str) -> None:
@@ -271,9 +272,11 @@ def onpolicy_examples(
 
 def mode_config(cfg: Any, mode: str) -> Any:
     """``cfg`` in action mode ``mode`` (atomic, or slide with the paper's 20-turn budget)."""
+    from milepost.envs.rushhour.env import ATOMIC_BUDGET, MACRO_BUDGET
+
     if cfg.env.action_mode == mode:
         return cfg
-    steps = 30 if mode == "atomic" else 20
+    steps = ATOMIC_BUDGET if mode == "atomic" else MACRO_BUDGET
     return dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, action_mode=mode, max_steps=steps))
 
 
@@ -564,7 +567,7 @@ def main() -> None:
         env = RushHourEnv(action_mode=mode)
         env.reset(options={"task": train_tasks[0]})
         makers[mode] = PromptMaker(backend, env.goal_text())
-        metric = "steps" if mode == "atomic" else "moves"
+        metric = METRIC[mode]
         k, far = (
             (args.per_cluster, args.max_dist) if mode == "atomic" else (args.slide_per_cluster, args.slide_max_dist)
         )
@@ -614,7 +617,7 @@ def main() -> None:
     # fixed. Two states per cluster at distances drawn uniformly from those the cluster has (1..the mode's max).
     probes: dict[str, list[tuple[Any, Any, list[int]]]] = {}
     for mode in modes:
-        metric = "steps" if mode == "atomic" else "moves"
+        metric = METRIC[mode]
         far = args.max_dist if mode == "atomic" else args.slide_max_dist
         prng = random.Random(12345)
         picks = []
@@ -633,7 +636,7 @@ def main() -> None:
     def run_probes() -> dict[str, float]:
         out = step_accuracy_probe(model, backend, probes["atomic"])
         if "slide" in probes:
-            sl = step_accuracy_probe(model, backend, probes["slide"], metric="moves")
+            sl = step_accuracy_probe(model, backend, probes["slide"], metric=METRIC["slide"])
             out.update({f"slide_{k}": v for k, v in sl.items()})
         return out
 
