@@ -131,9 +131,9 @@ def measure(case: Case, micro_batch_tokens: int | None) -> dict[str, Any]:
     if micro_batch_tokens is not None:
         if not hasattr(cfg.rl, "micro_batch_tokens"):
             raise SystemExit("--micro-batch-tokens: this checkout's RLConfig has no micro_batch_tokens")
-        cfg.rl.micro_batch_tokens = micro_batch_tokens  # type: ignore[attr-defined]
+        cfg.rl.micro_batch_tokens = micro_batch_tokens
     if case.checkpointing and hasattr(cfg.rl, "activation_checkpointing"):
-        cfg.rl.activation_checkpointing = True  # type: ignore[attr-defined]
+        cfg.rl.activation_checkpointing = True
     base_max = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     reset = _reset_peak()
     base = _rss_now()

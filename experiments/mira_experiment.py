@@ -143,7 +143,7 @@ def main() -> None:
     from milepost.datasets import write_dataset
     from milepost.envs.levels import levels_for
     from milepost.envs.sudoku.dataset import build_dataset
-    from milepost.evaluation.compare import compare_runs
+    from milepost.evaluation.compare import compare
     from milepost.io import atomic_write_json, read_jsonl
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,7 +193,7 @@ def main() -> None:
     runs = [work / "sft-start"] + [work / f"rl-{arm}" for arm in arms]
     labels = [f"start (T = {args.temperature})", *arms]
     compare_dir = work / "report"
-    table = compare_runs(runs, compare_dir, labels, ks=[1, 4])
+    table = compare(runs, compare_dir, labels, ks=[1, 4]).text
     RESULTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(compare_dir / "comparison.png", RESULTS / "mira.png")
     shutil.copyfile(compare_dir / "training.png", RESULTS / "mira_training.png")

@@ -58,7 +58,7 @@ def main() -> None:
     from milepost.datasets import write_dataset
     from milepost.envs.levels import parse_levels
     from milepost.envs.rushhour.dataset import build_dataset
-    from milepost.evaluation.compare import compare_runs
+    from milepost.evaluation.compare import compare
     from milepost.training.config import TrainConfig
     from milepost.training.sft import train_sft
     from milepost.training.trainer import evaluate_policy, train_rl
@@ -128,7 +128,7 @@ def main() -> None:
     runs = [work / "sft-start" / "atomic", work / "sft-start" / "slide"] + [work / f"rl-{a}" for a in ARMS]
     labels = ["SFT start (atomic)", "SFT start (slide)"] + [f"RL {a}" for a in ARMS]
     report_dir = work / "report"
-    text = compare_runs(runs, report_dir, labels, ks=[1, 4])
+    text = compare(runs, report_dir, labels, ks=[1, 4]).text
     timings["total_s"] = time.perf_counter() - start
     base = cfgs["atomic"]
     header = (

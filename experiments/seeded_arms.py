@@ -290,8 +290,8 @@ def write_report(
             out += [f"{100 * v[lv][key]:.1f}" if lv in v and not math.isnan(v[lv][key]) else "-" for lv in levels]
         return out
 
-    for m, v in starts.items():
-        lines.append(md_row([f"start ({m} actions)", *cells(v)]))
+    for mode, v in starts.items():
+        lines.append(md_row([f"start ({mode} actions)", *cells(v)]))
     for arm in names:
         for s in seeds:
             lines.append(md_row([f"{arm} seed {s}", *cells(per_seed[arm][s])]))

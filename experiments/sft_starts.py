@@ -302,10 +302,12 @@ def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]
         if tuple(prompts.ids(state)) not in agent_prompts:
             raise SystemExit(f"sft_starts: the start prompt of {task.task_id} differs from the agent loop's")
         env.reset(options={"task": task})
-        bad = illegal(env.rules, rng)
+        bad = illegal(env.rules, rng)  # type: ignore[arg-type]  # reset made the env's RushHourRules
         obs = env.step(f"REASON: x. ACTION: {bad}")[0]
         real = backend.encode(GenerationRequest(messages=build_messages(env.goal_text(), obs)))
-        if list(real) != prompts.ids(state, state.why_illegal(parse_move(bad))):
+        move = parse_move(bad)
+        assert move is not None  # illegal() writes a well-formed move
+        if list(real) != prompts.ids(state, state.why_illegal(move)):
             raise SystemExit(f"sft_starts: the rejection prompt of {task.task_id} differs from the environment's")
     log(
         f"prompt check ({cfg.env.action_mode}): {len(tasks)} start and {len(tasks)} rejection prompts equal the "

@@ -31,7 +31,8 @@ def draw_tasks(difficulty: str, k: int, count: int, size: int) -> tuple[list[Any
     from milepost.envs.levels import LEVELS
     from milepost.envs.webshop.tasks import generate_task
 
-    tasks, index = [], 0
+    tasks: list[Any] = []
+    index = 0
     while len(tasks) < count:
         task = generate_task(0, index, k, catalogue_size=size, difficulty=difficulty)
         index += 1

@@ -1,0 +1,147 @@
+"""experiments/sgo_rushhour.py: its episode starts, the two arms' demonstrations, its job locks and its report."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from milepost.agent.parsing import parse_answer
+from milepost.envs.rushhour.solver import solve_board
+from tests.planning.fakes import rush_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKPOINT = ROOT / "checkpoints" / "rushhour-sft-dagger"  # the experiment's start and its tokenizer
+
+
+@pytest.fixture(scope="module")
+def backend():  # type: ignore[no-untyped-def]
+    import torch
+
+    from milepost.backends.hf import HFBackend
+
+    torch.set_num_threads(1)
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        return HFBackend(CHECKPOINT)
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    base = {"noise": 0.0, "n": 1, "eval_limit": 1, "eval_levels": "4-6"}
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_starts_are_states_of_the_cluster_with_their_own_goal_distance() -> None:
+    from experiments.sgo_rushhour import start_tasks
+
+    train = rush_tasks(7, 9, 2)
+    starts = start_tasks(train, 5, 6, seed=0)
+    assert 2 <= len(starts) <= 10
+    clusters = {solve_board(t.payload["board"]).cluster_id for t in train}
+    for task in starts:
+        cluster = solve_board(task.payload["board"])
+        assert cluster.cluster_id in clusters  # a state of a training puzzle's cluster, not a new puzzle
+        assert 1 <= task.goal_distance <= 6  # solved again from the state, not the puzzle's distance
+        assert task.goal_distance == int(cluster.steps[cluster.index(cluster.start)])
+    assert len({t.goal_distance for t in starts}) > 1
+    assert {t.payload["board"] for t in starts}.isdisjoint({t.payload["board"] for t in train})
+
+
+def test_the_arms_are_taught_the_same_moves_in_their_own_format(backend) -> None:  # type: ignore[no-untyped-def]
+    from experiments.sgo_rushhour import arm_config, arm_examples, start_tasks
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    base = load_config(TrainConfig, ROOT / "configs" / "tiny-cpu" / "rushhour_sft.yaml", [])
+    starts = start_tasks(rush_tasks(7, 9, 2), 3, 12, seed=1)
+    tok = backend.tokenizer
+    out = {}
+    for arm in ("plain", "sgo"):
+        prompts, completions = arm_examples(arm_config(base, arm, _args(), seed=1), starts, backend, turns=3)
+        texts = [tok.decode(c[:-1]) for c in completions]
+        assert all(c[-1] == tok.eos_token_id for c in completions)
+        out[arm] = (prompts, texts)
+    (p_plain, t_plain), (p_sgo, t_sgo) = out["plain"], out["sgo"]
+    assert len(t_plain) == len(t_sgo) > len(starts)  # several turns per start, one example per oracle turn
+    assert [parse_answer(t).action for t in t_plain] == [parse_answer(t).action for t in t_sgo]
+    assert all(t.startswith("PROGRESS: done=") for t in t_sgo)
+    assert not any("PROGRESS" in t for t in t_plain)
+    plan = tok.encode("Plan:", add_special_tokens=False)
+    assert all(_contains(p, plan) for p in p_sgo) and not any(_contains(p, plan) for p in p_plain)
+    # A later turn shows a ticked item: the checklist moves on within an episode.
+    assert any("done=none" not in t for t in t_sgo)
+
+
+def _contains(seq: list[int], part: list[int]) -> bool:
+    return any(seq[i : i + len(part)] == part for i in range(len(seq) - len(part) + 1))
+
+
+def test_common_prefix_leaves_every_prompt_a_token_of_its_own() -> None:
+    from experiments.sgo_rushhour import common_prefix
+
+    assert common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3, 9, 9]]) == [1, 2]
+    assert common_prefix([[1, 2, 3], [1, 2, 3, 4]]) == [1, 2]  # the shorter prompt keeps its last token
+    assert common_prefix([[7, 8], [7, 8]]) == [7]
+
+
+def test_a_job_lock_is_exclusive_and_a_dead_owner_loses_it(tmp_path: Path) -> None:
+    from experiments.sgo_rushhour import JobLock
+
+    a, b = JobLock(tmp_path / "run"), JobLock(tmp_path / "run")
+    assert a.acquire()
+    assert not b.acquire()  # held by this live process
+    a.release()
+    assert b.acquire()
+    b.release()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "run" / "lock").write_text(dead.stdout.strip())
+    assert a.acquire()  # the owner is gone: the stale lock is taken over
+    assert (tmp_path / "run" / "lock").read_text() == str(os.getpid())
+    a.release()
+    assert not (tmp_path / "run" / "lock").exists()
+
+
+def _result(arm: str, seed: int, solved: int, stuck: int, spiral: int) -> dict:
+    return {
+        "arm": arm,
+        "seed": seed,
+        "levels": [
+            {
+                "tasks": 5,
+                "samples": 2,
+                "avg": {"value": solved / 10},
+                "step_accuracy": 0.5,
+                "failures": {"stuck_midway": stuck, "invalid_spiral": spiral},
+            }
+        ],
+        "sgo": None,
+        "train": {},
+        "timing": {},
+    }
+
+
+def test_the_report_pairs_seeds_and_counts_stuck_shares(tmp_path: Path) -> None:
+    import json
+
+    from experiments.sgo_rushhour import gather
+
+    for arm, seed, solved, stuck, spiral in (
+        ("plain", 0, 4, 6, 0),
+        ("plain", 1, 5, 3, 2),
+        ("sgo", 0, 6, 1, 3),
+        ("sgo", 1, 5, 0, 5),
+    ):
+        run = tmp_path / f"{arm}-s{seed}"
+        run.mkdir()
+        (run / "result.json").write_text(json.dumps(_result(arm, seed, solved, stuck, spiral)))
+    g = gather(tmp_path, [0, 1])
+    assert g["arms"]["plain"]["per_seed"][0]["stuck_share"] == 1.0
+    assert g["arms"]["plain"]["per_seed"][1]["stuck_share"] == 0.6
+    assert g["arms"]["sgo"]["success"][0] == pytest.approx(0.55)
+    assert g["paired"]["success"]["per_seed"] == pytest.approx([0.2, 0.0])
+    assert g["paired"]["stuck_share"]["per_seed"] == pytest.approx([0.25 - 1.0, 0.0 - 0.6])
+    assert g["arms"]["sgo"]["failures"] == {"stuck_midway": 1, "invalid_spiral": 8}
