@@ -85,6 +85,9 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
     return dataclasses.replace(cfg, rl=rl)
 
 
+TAKEN = "(taken by another invocation)"
+
+
 def run_job(
     arm: list[str] | None, seed: int, arg_dict: dict[str, Any], warmup: int, mode: str = ""
 ) -> tuple[str, float]:
@@ -94,6 +97,7 @@ def run_job(
     from transformers.utils import logging as hf_logging
 
     from milepost.backends.hf import HFBackend
+    from milepost.io import RunLock
     from milepost.training.trainer import evaluate_policy, train_rl
 
     hf_logging.disable_progress_bar()
@@ -110,10 +114,18 @@ def run_job(
     cfg = arm_config(arm, seed, args, warmup)
     run_dir = work / f"{arm[0]}-s{seed}"
     final = run_dir / "final"
-    if not (final / "config.json").exists():
-        final = train_rl(cfg, run_dir, resume=(run_dir / "checkpoints" / "latest").exists(), progress=False)
-    if not (run_dir / "eval" / "metrics.json").exists():
+    if (run_dir / "eval" / "metrics.json").exists():
+        return f"{arm[0]}-s{seed}", time.perf_counter() - t
+    # Invocations may share --work (seeds split between them): a run is trained by one process at a time.
+    lock = RunLock(run_dir)
+    if not lock.acquire():
+        return f"{arm[0]}-s{seed} {TAKEN}", 0.0
+    try:
+        if not (final / "config.json").exists():
+            final = train_rl(cfg, run_dir, resume=(run_dir / "checkpoints" / "latest").exists(), progress=False)
         evaluate_policy(cfg, HFBackend(final), run_dir / "eval", arm[0], progress=False)
+    finally:
+        lock.release()
     return f"{arm[0]}-s{seed}", time.perf_counter() - t
 
 
@@ -235,6 +247,7 @@ def main() -> None:
     timings: dict[str, float] = {}
     started = time.perf_counter()
     load = [os.getloadavg()[0]]
+    taken: list[str] = []
     if not args.report_only:
         # seed-major order: a run stopped for time has whole seeds
         jobs = [(None, seeds[0], m) for m in modes] + [(a, s, "") for s in seeds for a in args.arm]
@@ -242,9 +255,17 @@ def main() -> None:
             futures = {pool.submit(run_job, a, s, arg_dict, warmup, m): (a, s) for a, s, m in jobs}
             for fut in as_completed(futures):
                 key, secs = fut.result()
+                if key.endswith(TAKEN):
+                    taken.append(key.split()[0])
+                    print(f"seeded_arms: {key}: left to it", flush=True)
+                    continue
                 timings[key] = secs
                 load.append(os.getloadavg()[0])
                 print(f"seeded_arms: {key} done in {secs / 60:.1f} min (load {load[-1]:.1f})", flush=True)
+        if taken:
+            raise SystemExit(
+                f"seeded_arms: {', '.join(taken)} run in another invocation; rerun with --report-only when it ends"
+            )
     walls = [time.perf_counter() - started]
     if args.report_only and args.timings_from:
         walls, load = [], []

@@ -27,7 +27,8 @@ is evaluated under both agents too (the SGO agent around a policy that never saw
 evaluation's sampling (the start weights are shared). The report gives means with 95% t-intervals over seeds and
 the paired difference per seed.
 
-Jobs (the start evaluations, then each seed's arms) are claimed with a lock file in their run folder, so several
+Jobs (the start evaluations, then each seed's arms) are claimed with a lock file in their run folder
+(``milepost.io.RunLock``), so several
 invocations on one ``--work`` share the jobs without training one twice; every job writes its ``result.json``
 atomically and a rerun skips finished jobs and resumes a training from its last checkpoint. Usage (two workers
 on the 2-core machine)::
@@ -67,52 +68,6 @@ def log(msg: str) -> None:
 # -- jobs ----------------------------------------------------------------------------------------------------
 
 
-class JobLock:
-    """An exclusive claim on one run folder (``lock`` holds the owner's pid). A lock whose process is gone is
-    stale and taken over, so a killed worker's job is resumed by the next one."""
-
-    def __init__(self, run: Path) -> None:
-        self.path = run / "lock"
-        self.held = False
-
-    def acquire(self) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                if _alive(self.path):
-                    return False
-                self.path.unlink(missing_ok=True)  # stale: its owner is gone
-                continue
-            os.write(fd, str(os.getpid()).encode())
-            os.close(fd)
-            self.held = True
-            return True
-        return False
-
-    def release(self) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
-
-
-def _alive(lock: Path) -> bool:
-    try:
-        pid = int(lock.read_text().strip() or "0")
-    except (OSError, ValueError):
-        return True  # being written right now: treat as held
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 # -- data ----------------------------------------------------------------------------------------------------
 
 
@@ -140,10 +95,11 @@ def start_tasks(train: list[Any], per_cluster: int, max_dist: int, seed: int) ->
 def shared_starts(work: Path, seed: int, build: Any) -> list[Any]:
     """The seed's episode starts, built once for both arms (``starts-s<seed>.json``): the first worker builds
     them under a lock, another one waits for the file."""
+    from milepost.io import RunLock
     from milepost.types import Task
 
     path = work / f"starts-s{seed}.json"
-    lock = JobLock(work / f"starts-s{seed}")
+    lock = RunLock(work / f"starts-s{seed}")
     while not path.exists():
         if not lock.acquire():
             time.sleep(5)
@@ -631,6 +587,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from experiments.rushhour_arms import check_start_disjoint
     from experiments.sft_starts import build_data
+    from milepost.io import RunLock
 
     if args.data:
         data = Path(args.data)
@@ -643,7 +600,7 @@ def main() -> None:
             run = work / name
             if (run / "result.json").exists():
                 continue
-            lock = JobLock(run)
+            lock = RunLock(run)
             if not lock.acquire():
                 log(f"{name}: taken by another worker")
                 continue

@@ -114,3 +114,54 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
             if not isinstance(obj, dict):
                 raise InputError(f"{source}:{lineno}: expected a JSON object")
             yield obj
+
+
+class RunLock:
+    """An exclusive claim on one run folder across processes (``<folder>/lock`` holds the owner's pid), so that
+    several invocations sharing a work folder never train the same run at once. A lock whose process is gone is
+    stale and taken over: a killed worker's run is resumed by the next one. Same-host only (pids)."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.path = Path(folder) / "lock"
+        self.held = False
+
+    def acquire(self) -> bool:
+        """Take the lock; False when a live process holds it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if self.owner_alive():
+                    return False
+                self.path.unlink(missing_ok=True)  # stale: its owner is gone
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            self.held = True
+            return True
+        return False
+
+    def owner_alive(self) -> bool:
+        """Whether the pid in the lock file is a live process (an unreadable or half-written file counts as
+        live: its writer is between open and write)."""
+        try:
+            pid = int(self.path.read_text(encoding="ascii").strip())
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError):
+            return True
+        if pid <= 0:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False

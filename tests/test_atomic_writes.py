@@ -1,5 +1,6 @@
 """``milepost.io.atomic_write``: every atomic write gets the mode an ordinary ``open`` gives (0666 less the umask,
-not ``mkstemp``'s 0600), and never replaces a symlink, a folder or a device file (issue 23 item 4)."""
+not ``mkstemp``'s 0600), and never replaces a symlink, a folder or a device file (issue 23 item 4); and
+``milepost.io.RunLock``, which keeps two processes from writing one run folder at once."""
 
 from __future__ import annotations
 
@@ -75,3 +76,44 @@ def test_a_dataset_folder_and_its_files_honour_the_umask(tmp_path: Path) -> None
         os.umask(old)
     assert out.stat().st_mode & 0o777 == 0o755
     assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o644}
+
+
+def test_a_run_lock_is_exclusive_and_a_dead_owner_loses_it(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from milepost.io import RunLock
+
+    a, b = RunLock(tmp_path / "run"), RunLock(tmp_path / "run")
+    assert a.acquire()
+    assert not b.acquire()  # held by this live process
+    a.release()
+    assert b.acquire()
+    b.release()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "run" / "lock").write_text(dead.stdout.strip())
+    assert a.acquire()  # the owner is gone: the stale lock is taken over
+    assert (tmp_path / "run" / "lock").read_text() == str(os.getpid())
+    a.release()
+    assert not (tmp_path / "run" / "lock").exists()
+    a.release()  # releasing a lock not held is a no-op
+
+
+def test_a_run_lock_held_by_another_live_process_is_refused(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from milepost.io import RunLock
+
+    code = (
+        "import sys, time; from milepost.io import RunLock; "
+        "assert RunLock(sys.argv[1]).acquire(); print(1, flush=True); time.sleep(30)"
+    )
+    other = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "1"
+        assert not RunLock(tmp_path / "run").acquire()
+    finally:
+        other.kill()
+        other.wait()
+    assert RunLock(tmp_path / "run").acquire()  # its owner was killed without releasing it

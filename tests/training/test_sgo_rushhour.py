@@ -1,12 +1,10 @@
-"""experiments/sgo_rushhour.py: its episode starts, the two arms' demonstrations, its job locks and its report."""
+"""experiments/sgo_rushhour.py: its episode starts, the two arms' demonstrations, and its report."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -86,23 +84,6 @@ def test_common_prefix_leaves_every_prompt_a_token_of_its_own() -> None:
     assert common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3, 9, 9]]) == [1, 2]
     assert common_prefix([[1, 2, 3], [1, 2, 3, 4]]) == [1, 2]  # the shorter prompt keeps its last token
     assert common_prefix([[7, 8], [7, 8]]) == [7]
-
-
-def test_a_job_lock_is_exclusive_and_a_dead_owner_loses_it(tmp_path: Path) -> None:
-    from experiments.sgo_rushhour import JobLock
-
-    a, b = JobLock(tmp_path / "run"), JobLock(tmp_path / "run")
-    assert a.acquire()
-    assert not b.acquire()  # held by this live process
-    a.release()
-    assert b.acquire()
-    b.release()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (tmp_path / "run" / "lock").write_text(dead.stdout.strip())
-    assert a.acquire()  # the owner is gone: the stale lock is taken over
-    assert (tmp_path / "run" / "lock").read_text() == str(os.getpid())
-    a.release()
-    assert not (tmp_path / "run" / "lock").exists()
 
 
 def _result(arm: str, seed: int, solved: int, stuck: int, spiral: int) -> dict:
