@@ -507,6 +507,8 @@ def render(res: dict[str, Any]) -> str:
         "![plain vs SGO on Rush Hour](sgo_rushhour.png)",
         "",
     ]
+    if res.get("reading"):
+        lines += [res["reading"].rstrip(), ""]
     return "\n".join(lines)
 
 
@@ -580,6 +582,9 @@ def main() -> None:
     p.add_argument("--eval-levels", default="4-6")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--report", action="store_true", help="only write the report from the finished jobs")
+    p.add_argument(
+        "--reading", default=None, help="a Markdown file of hand-written reading, kept at the end of the report"
+    )
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]
     work = Path(args.work)
@@ -622,7 +627,15 @@ def write_report(args: argparse.Namespace, work: Path, seeds: list[int], data: P
 
     from milepost.datasets import load_tasks
 
-    command = "python -m experiments.sgo_rushhour " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--report")
+    kept, skip = [], False
+    for a in sys.argv[1:]:  # the workers' command: without the report-only options
+        if skip or a == "--report" or a.startswith("--reading="):
+            skip = False
+            continue
+        skip = a == "--reading"
+        if not skip:
+            kept.append(a)
+    command = "python -m experiments.sgo_rushhour " + " ".join(shlex.quote(a) for a in kept)
     meta = {
         "command": command,
         "init": os.path.relpath(args.init, ROOT) if os.path.isabs(args.init) else args.init,
@@ -631,7 +644,9 @@ def write_report(args: argparse.Namespace, work: Path, seeds: list[int], data: P
         **{k: getattr(args, k) for k in ("per_cluster", "max_dist", "turns", "noise", "steps", "batch", "lr")},
         **{k: getattr(args, k) for k in ("warmup", "n", "eval_limit", "eval_levels")},
     }
-    res = {"meta": meta, "results": gather(work, seeds)}
+    res: dict[str, Any] = {"meta": meta, "results": gather(work, seeds)}
+    if args.reading:
+        res["reading"] = Path(args.reading).read_text(encoding="utf-8")
     print(write_experiment(RESULTS, "sgo_rushhour", res, render, plot))
 
 
