@@ -16,7 +16,8 @@ format:
 Demonstrations: from every training puzzle, ``--per-cluster`` states are drawn across 1..``--max-dist`` one-cell
 steps from the goal (the whole cluster is solved, as in ``experiments/sft_starts.py``); each state becomes the
 start of an oracle episode of at most ``--turns`` turns played through the real agent loop
-(``training.sft.demonstrations``), with ``--noise`` of the turns an illegal move first (only the oracle's turns
+(``RandomOptimalOracle``: a move drawn uniformly among the optimal ones, ``--label random``, or the tie-broken
+solution's, ``--label tiebreak``), with ``--noise`` of the turns an illegal move first (only the oracle's turns
 are targets), so the prompts are exactly the evaluation's and later turns show ticked checklist items. The
 states, and so the moves, are the same for both arms of a seed.
 
@@ -58,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 CONFIGS = ROOT / "configs" / "tiny-cpu"
 ARMS = ("plain", "sgo")
+LABELS = {"random": "any optimal move, drawn uniformly", "tiebreak": "the tie-broken optimal solution's next move"}
 NEW_TOKENS = {"plain": 32, "sgo": 64}  # the answer cap: the SGO answer carries the PROGRESS line (~25 tokens)
 
 
@@ -126,14 +128,92 @@ def arm_config(base: Any, arm: str, args: argparse.Namespace, seed: int) -> Any:
     )
 
 
-def arm_examples(cfg: Any, starts: list[Any], backend: Any, turns: int) -> tuple[list[list[int]], list[list[int]]]:
-    """The arm's demonstrations: an oracle episode of at most ``turns`` turns from every start, through the
-    real agent loop (prompts exactly as at evaluation). Returns prompt ids and completion ids (+ EOS)."""
-    from milepost.training.sft import demonstrations
+class RandomOptimalOracle:
+    """The demonstrator of both arms (a scripted policy for ``run_episodes``): with probability ``noise`` an
+    illegal move (the turn is not a target; the next prompt carries the rejection), else a move drawn uniformly
+    among those that bring the state one step closer (``label`` random) or the tie-broken solution's next move
+    (``label`` tiebreak). Under the SGO agent every answer starts with the PROGRESS line a perfect reflection
+    writes. Random labels keep several optimal moves probable: a tie-broken oracle teaches one move per state,
+    and ``experiments/results/sgo_rushhour.md`` records what that did to the plain start."""
+
+    scripted = True
+
+    def __init__(self, tokenizer: Any, encode: Any, noise: float, label: str) -> None:
+        self.tokenizer, self.encode, self.noise, self.label = tokenizer, encode, noise, label
+        self.name = f"{label}-optimal-oracle:{noise:g}"
+
+    def answer(self, ep: Any) -> str:
+        from experiments.sft_starts import optimal_moves
+        from milepost.agent.parsing import format_answer
+        from milepost.envs.rushhour.moves import _reason, illegal
+        from milepost.envs.rushhour.rules import oracle_move
+        from milepost.planning.sgo import SGOState
+
+        rules = ep.env.rules
+        if ep.rng.random() < self.noise:
+            text = format_answer("this move looks fine.", illegal(rules, ep.rng))
+        else:
+            move = (
+                oracle_move(rules)
+                if self.label == "tiebreak"
+                else ep.rng.choice(optimal_moves(rules.cluster, rules.state))
+            )
+            text = format_answer(_reason(move), move.text())
+        guide = ep.agent_state
+        return f"{guide.progress_line()} {text}" if isinstance(guide, SGOState) else text
+
+    def act(self, episodes: Any) -> list[Any]:
+        from milepost.types import Completion
+
+        out = []
+        for ep in episodes:
+            text = self.answer(ep)
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            out.append(
+                Completion(
+                    prompt_ids=self.encode(ep.messages()),
+                    completion_ids=ids,
+                    logprobs=None,
+                    text=text,
+                    finish_reason="stop",
+                )
+            )
+        return out
+
+
+def arm_examples(
+    cfg: Any, starts: list[Any], backend: Any, turns: int, label: str = "random"
+) -> tuple[list[list[int]], list[list[int]]]:
+    """The arm's demonstrations: an episode of at most ``turns`` turns of ``RandomOptimalOracle`` from every
+    start, through the real agent loop (prompts exactly as at evaluation). Only the oracle's own moves are
+    targets. Returns prompt ids and completion ids (+ EOS)."""
+    from milepost.agent.loop import Job, run_episodes
+    from milepost.backends.base import GenerationRequest
+    from milepost.training.setup import agent_settings, env_factory, make_agent
+
+    def encode(messages: list[dict[str, str]]) -> list[int]:
+        return list(backend.encode(GenerationRequest(messages=messages)))
 
     short = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_steps=turns))
-    examples = demonstrations(short, starts, backend, progress=True)
-    return [e.prompt_ids for e in examples], [e.completion_ids for e in examples]
+    policy = RandomOptimalOracle(backend.tokenizer, encode, cfg.sft.noise, label)
+    episodes = run_episodes(
+        env_factory(short, 6),
+        [Job(t) for t in starts],
+        policy,
+        agent_settings(short),
+        seed=cfg.seed,
+        agent=make_agent(short),
+    )
+    eos = min(backend.eos_ids)
+    prompts, completions = [], []
+    for ep in episodes:
+        for turn in ep.turns:
+            # Only the oracle's own moves are targets (as in ``training.sft.demonstrations``).
+            if turn.reward_terms["format"] or turn.reward_terms["valid"] or turn.correct_actions != turn.n_requested:
+                continue
+            prompts.append(list(turn.prompt_ids))
+            completions.append([*turn.completion_ids, eos])
+    return prompts, completions
 
 
 def common_prefix(prompts: list[list[int]]) -> list[int]:
@@ -190,7 +270,7 @@ def run_job(name: str, run: Path, args: argparse.Namespace, data: Path) -> None:
                 ),
             )
             te = time.perf_counter()
-            prompts, completions = arm_examples(cfg, starts, backend, args.turns)
+            prompts, completions = arm_examples(cfg, starts, backend, args.turns, args.label)
             ex = {"prompts": prompts, "completions": completions, "starts": len(starts)}
             ex["build_s"] = time.perf_counter() - te
             torch.save(ex, ex_file.with_suffix(".tmp"))
@@ -407,11 +487,13 @@ def render(res: dict[str, Any]) -> str:
         f"{meta['steps']} steps of batch {meta['batch']} (lr {meta['lr']}, {meta['warmup']} warm-up steps, cosine to "
         f"10%) on oracle demonstrations of the same states: {meta['per_cluster']} states drawn from the solved "
         f"cluster of each of the {meta['train_puzzles']} training puzzles at 1-{meta['max_dist']} one-cell steps from "
-        f"the goal, each the start of an oracle episode of at most {meta['turns']} turns through the real agent loop, "
+        f"the goal, each the start of an oracle episode of at most {meta['turns']} turns through the real agent loop "
+        f"(target move: {LABELS[meta.get('label', 'tiebreak')]}), "
         f"{100 * meta['noise']:.0f}% of the turns an illegal move first (not a target). The plain arm's prompt is goal "
         "and board; the SGO arm's adds the programmatic plan as a checklist (exit-row blockers in the order the "
         "optimal solution clears them, then the exit) and its answer starts with the true PROGRESS line. The moves "
-        "taught are the same: in Rush Hour the SGO oracle's move toward the current subgoal is the plain oracle's.",
+        "taught are the same in both arms (in Rush Hour the SGO oracle's move toward the current subgoal is the "
+        "plain oracle's).",
         "",
         f"Evaluation: test puzzles of level(s) {meta['eval_levels']} ({meta['eval_limit']} per level; other clusters "
         f"than every training puzzle of the start and of these demonstrations), {meta['n']} samples at temperature "
@@ -571,6 +653,12 @@ def main() -> None:
     p.add_argument("--per-cluster", type=int, default=4, help="episode starts drawn per training cluster")
     p.add_argument("--max-dist", type=int, default=20, help="farthest start drawn, in one-cell steps")
     p.add_argument("--turns", type=int, default=4, help="oracle turns per start")
+    p.add_argument(
+        "--label",
+        choices=("random", "tiebreak"),
+        default="random",
+        help="target move: any optimal move drawn uniformly, or the tie-broken solution's next move",
+    )
     p.add_argument("--noise", type=float, default=0.2, help="share of demonstration turns that are an illegal move")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch", type=int, default=32)
@@ -641,7 +729,7 @@ def write_report(args: argparse.Namespace, work: Path, seeds: list[int], data: P
         "init": os.path.relpath(args.init, ROOT) if os.path.isabs(args.init) else args.init,
         "seeds": seeds,
         "train_puzzles": len(load_tasks(data, "train")[: args.train_limit or None]),
-        **{k: getattr(args, k) for k in ("per_cluster", "max_dist", "turns", "noise", "steps", "batch", "lr")},
+        **{k: getattr(args, k) for k in ("per_cluster", "max_dist", "turns", "label", "noise", "steps", "batch", "lr")},
         **{k: getattr(args, k) for k in ("warmup", "n", "eval_limit", "eval_levels")},
     }
     res: dict[str, Any] = {"meta": meta, "results": gather(work, seeds)}
