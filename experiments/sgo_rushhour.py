@@ -86,7 +86,10 @@ def start_tasks(train: list[Any], per_cluster: int, max_dist: int, seed: int) ->
     t0 = time.perf_counter()
     for n, task in enumerate(train):
         cluster = solve_board(task.payload["board"])
-        for key in sample_states(cluster, per_cluster, max_dist, rng):
+        # sample_states spreads k states over the distances from 1 up, so k = per_cluster would stop at
+        # distance per_cluster: draw from a spread over every distance up to max_dist instead.
+        spread = sample_states(cluster, max_dist, max_dist, rng)
+        for key in rng.sample(spread, min(per_cluster, len(spread))):
             state = RushHourState(cluster.layout, cluster.layout.unpack(key))
             out.append(make_task(state.board(), split="train", seed=seed, index=len(out), source=task.task_id))
         if (n + 1) % 300 == 0:

@@ -46,6 +46,8 @@ def test_starts_are_states_of_the_cluster_with_their_own_goal_distance() -> None
         assert 1 <= task.goal_distance <= 6  # solved again from the state, not the puzzle's distance
         assert task.goal_distance == int(cluster.steps[cluster.index(cluster.start)])
     assert len({t.goal_distance for t in starts}) > 1
+    # Spread over 1..max_dist, not only the per_cluster nearest distances (a first version drew 1..k only).
+    assert max(t.goal_distance for t in start_tasks(rush_tasks(7, 9, 6), 2, 12, seed=0)) > 4
     assert {t.payload["board"] for t in starts}.isdisjoint({t.payload["board"] for t in train})
 
 
