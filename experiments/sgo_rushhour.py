@@ -161,6 +161,7 @@ class RandomOptimalOracle:
                 if self.label == "tiebreak"
                 else ep.rng.choice(optimal_moves(rules.cluster, rules.state))
             )
+            assert move is not None  # an episode ends at the goal: every live state has an optimal move
             text = format_answer(_reason(move), move.text())
         guide = ep.agent_state
         return f"{guide.progress_line()} {text}" if isinstance(guide, SGOState) else text
@@ -589,7 +590,7 @@ def render(res: dict[str, Any]) -> str:
         "Paper reference (SGO+MiRA, WebArena-Lite, Gemini-2.5-Pro): success 23.0% -> 32.1% with SGO, stuck-midway "
         "share of failures 48.4% -> 39.9%. Different task, model and scale: only the direction is comparable.",
         "",
-        "![plain vs SGO on Rush Hour](sgo_rushhour.png)",
+        f"![plain vs SGO on Rush Hour](sgo_rushhour{meta.get('tag', '')}.png)",
         "",
     ]
     if res.get("reading"):
@@ -672,6 +673,8 @@ def main() -> None:
     p.add_argument("--eval-limit", type=int, default=40)
     p.add_argument("--eval-levels", default="4-6")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--arms", default="plain,sgo", help="arms to train (a sensitivity run may train one)")
+    p.add_argument("--tag", default="", help="suffix of the result files (sgo_rushhour<tag>.md)")
     p.add_argument("--report", action="store_true", help="only write the report from the finished jobs")
     p.add_argument(
         "--reading", default=None, help="a Markdown file of hand-written reading, kept at the end of the report"
@@ -690,7 +693,10 @@ def main() -> None:
     else:
         data = build_data(work, "1-3,4-6,7-9", 300, 40, 1)
     check_start_disjoint(Path(args.init), data)
-    jobs = [f"start-{arm}" for arm in ARMS] + [f"{arm}-s{seed}" for seed in seeds for arm in ARMS]
+    arms = [a for a in args.arms.split(",") if a]
+    if not arms or set(arms) - set(ARMS):
+        raise SystemExit(f"sgo_rushhour: --arms {args.arms}: give a comma list of {', '.join(ARMS)}")
+    jobs = [f"start-{arm}" for arm in ARMS] + [f"{arm}-s{seed}" for seed in seeds for arm in arms]
     if not args.report:
         for name in jobs:
             run = work / name
@@ -733,12 +739,12 @@ def write_report(args: argparse.Namespace, work: Path, seeds: list[int], data: P
         "seeds": seeds,
         "train_puzzles": len(load_tasks(data, "train")[: args.train_limit or None]),
         **{k: getattr(args, k) for k in ("per_cluster", "max_dist", "turns", "label", "noise", "steps", "batch", "lr")},
-        **{k: getattr(args, k) for k in ("warmup", "n", "eval_limit", "eval_levels")},
+        **{k: getattr(args, k) for k in ("warmup", "n", "eval_limit", "eval_levels", "tag")},
     }
     res: dict[str, Any] = {"meta": meta, "results": gather(work, seeds)}
     if args.reading:
         res["reading"] = Path(args.reading).read_text(encoding="utf-8")
-    print(write_experiment(RESULTS, "sgo_rushhour", res, render, plot))
+    print(write_experiment(RESULTS, f"sgo_rushhour{args.tag}", res, render, plot))
 
 
 if __name__ == "__main__":
