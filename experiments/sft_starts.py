@@ -429,6 +429,20 @@ def save_atomic(model: Any, tokenizer: Any, target: Path, extra: dict[str, Any])
     os.replace(tmp, target)
 
 
+def save_trainer(
+    model: Any, tokenizer: Any, target: Path, optimizer: Any, scheduler: Any, step: int, curve: list, train_s: float
+) -> None:
+    """A resumable checkpoint: the model, and beside it the optimizer, schedule, curve and training seconds."""
+    state = {
+        "step": step,
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "curve": curve,
+        "train_s": train_s,
+    }
+    save_atomic(model, tokenizer, target, state)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", default="runs/sft-starts")
@@ -742,14 +756,7 @@ def main() -> None:
                 point["episode_eval_s"] = time.perf_counter() - te
             curve.append(point)
             log(f"eval {json.dumps(point)}")
-            state = {
-                "step": done,
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "curve": curve,
-                "train_s": spent,
-            }
-            save_atomic(model, tokenizer, ckpt, state)
+            save_trainer(model, tokenizer, ckpt, optimizer, scheduler, done, curve, spent)
             t_chunk = time.perf_counter()
             tokens = 0
             loss_sum, loss_n = 0.0, 0

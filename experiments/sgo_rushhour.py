@@ -220,19 +220,6 @@ def arm_examples(
     return prompts, completions
 
 
-def common_prefix(prompts: list[list[int]]) -> list[int]:
-    """The longest token prefix all prompts share, shortened so that every prompt keeps at least one token of
-    its own (the shared-prefix loss runs the prefix once per batch)."""
-    first = prompts[0]
-    n = min(len(p) for p in prompts) - 1
-    for p in prompts[1:]:
-        k = 0
-        while k < n and p[k] == first[k]:
-            k += 1
-        n = k
-    return first[:n]
-
-
 # -- one job -------------------------------------------------------------------------------------------------
 
 
@@ -330,12 +317,16 @@ def train(
     import numpy as np
     import torch
 
-    from experiments.sft_starts import check_shared_prefix, save_atomic, shared_prefix_loss
+    from experiments.sft_starts import check_shared_prefix, save_trainer, shared_prefix_loss
+    from milepost.backends.logprobs import shared_prefix_length
 
     ckpt = run / "model"
     state = torch.load(ckpt / "trainer_state.pt", weights_only=False) if (ckpt / "trainer_state.pt").exists() else {}
     pad = tokenizer.pad_token_id
-    prefix = common_prefix(prompts)
+    shared = shared_prefix_length(prompts)  # the goal text (and, for SGO, the checklist's first words)
+    if not shared:
+        raise SystemExit("sgo_rushhour: the demonstration prompts share no prefix (the goal text)")
+    prefix = prompts[0][:shared]
     diff = check_shared_prefix(model, prefix, prompts[:4], completions[:4], pad)
     if diff > 1e-3:
         raise SystemExit(f"sgo_rushhour: the shared-prefix loss differs from the plain loss by {diff:.2e}")
@@ -382,14 +373,7 @@ def train(
             curve.append({"step": done, "loss": loss_sum / loss_n, "train_s": spent})
             log(f"{run.name}: step {done}/{args.steps} loss {loss_sum / loss_n:.4f} ({spent / 60:.1f} min)")
             loss_sum, loss_n = 0.0, 0
-            state = {
-                "step": done,
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "curve": curve,
-                "train_s": spent,
-            }
-            save_atomic(model, tokenizer, ckpt, state)
+            save_trainer(model, tokenizer, ckpt, optimizer, scheduler, done, curve, spent)
     return {"steps": args.steps, "batch": args.batch, "prefix_tokens": len(prefix), "curve": curve, "train_s": spent}
 
 
@@ -456,8 +440,9 @@ def gather(work: Path, seeds: list[int]) -> dict[str, Any]:
         out["arms"][arm] = row
     both = sorted(set(per["plain"]) & set(per["sgo"]))
     for key in ("success", "stuck_share"):
-        diffs = [per["sgo"][s][key] - per["plain"][s][key] for s in both if per["sgo"][s][key] is not None]
-        diffs = [d for d in diffs if d is not None]
+        # A seed without failures in either arm has no stuck share: it is left out of that difference.
+        pairs = [(per["sgo"][s][key], per["plain"][s][key]) for s in both]
+        diffs = [a - b for a, b in pairs if a is not None and b is not None]
         if diffs:
             out["paired"][key] = {"per_seed": diffs, "mean_ci": mean_interval(diffs)}
     return out

@@ -80,14 +80,6 @@ def _contains(seq: list[int], part: list[int]) -> bool:
     return any(seq[i : i + len(part)] == part for i in range(len(seq) - len(part) + 1))
 
 
-def test_common_prefix_leaves_every_prompt_a_token_of_its_own() -> None:
-    from experiments.sgo_rushhour import common_prefix
-
-    assert common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3, 9, 9]]) == [1, 2]
-    assert common_prefix([[1, 2, 3], [1, 2, 3, 4]]) == [1, 2]  # the shorter prompt keeps its last token
-    assert common_prefix([[7, 8], [7, 8]]) == [7]
-
-
 def _result(arm: str, seed: int, solved: int, stuck: int, spiral: int) -> dict:
     return {
         "arm": arm,
@@ -117,14 +109,17 @@ def test_the_report_pairs_seeds_and_counts_stuck_shares(tmp_path: Path) -> None:
         ("plain", 1, 5, 3, 2),
         ("sgo", 0, 6, 1, 3),
         ("sgo", 1, 5, 0, 5),
+        ("plain", 2, 10, 0, 0),  # no failures: no stuck share, left out of that paired difference
+        ("sgo", 2, 9, 1, 0),
     ):
         run = tmp_path / f"{arm}-s{seed}"
         run.mkdir()
         (run / "result.json").write_text(json.dumps(_result(arm, seed, solved, stuck, spiral)))
-    g = gather(tmp_path, [0, 1])
+    g = gather(tmp_path, [0, 1, 2])
     assert g["arms"]["plain"]["per_seed"][0]["stuck_share"] == 1.0
     assert g["arms"]["plain"]["per_seed"][1]["stuck_share"] == 0.6
-    assert g["arms"]["sgo"]["success"][0] == pytest.approx(0.55)
-    assert g["paired"]["success"]["per_seed"] == pytest.approx([0.2, 0.0])
+    assert g["arms"]["plain"]["per_seed"][2]["stuck_share"] is None
+    assert g["arms"]["sgo"]["success"][0] == pytest.approx((0.6 + 0.5 + 0.9) / 3)
+    assert g["paired"]["success"]["per_seed"] == pytest.approx([0.2, 0.0, -0.1])
     assert g["paired"]["stuck_share"]["per_seed"] == pytest.approx([0.25 - 1.0, 0.0 - 0.6])
-    assert g["arms"]["sgo"]["failures"] == {"stuck_midway": 1, "invalid_spiral": 8}
+    assert g["arms"]["sgo"]["failures"] == {"stuck_midway": 2, "invalid_spiral": 8}
