@@ -122,7 +122,8 @@ def optimal_moves(cluster: Any, state: Any, metric: str = "steps") -> list[Any]:
 
 def sample_states(cluster: Any, k: int, max_dist: int, rng: random.Random, metric: str = "steps") -> list[int]:
     """Up to ``k`` packed states of ``cluster`` at 1..max_dist units of ``metric``, spread evenly over the
-    distances."""
+    distances from the nearest up: with ``k`` below the number of distances only the ``k`` nearest are drawn
+    (draw ``max_dist`` and subsample for a spread over all of them, as ``experiments/sgo_rushhour.py`` does)."""
     dist = distances(cluster, metric)
     by_dist: dict[int, np.ndarray] = {}
     for d in range(1, max_dist + 1):
