@@ -468,7 +468,7 @@ def render(res: dict[str, Any]) -> str:
     meta = res["meta"]
     g = res["results"]
     lines = [
-        "# Plain agent vs SGO agent (Rush Hour, tiny model fine-tuned from one start, equal steps)",
+        f"# Plain agent vs SGO agent (Rush Hour, tiny model fine-tuned from one start, {meta['steps']} steps per arm)",
         "",
         f"Command: `{meta['command']}`.",
         "",
