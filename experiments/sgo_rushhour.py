@@ -52,6 +52,7 @@ import random
 import shlex
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,6 @@ NEW_TOKENS = {"plain": 32, "sgo": 64}  # the answer cap: the SGO answer carries 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-# -- jobs ----------------------------------------------------------------------------------------------------
 
 
 # -- data ----------------------------------------------------------------------------------------------------
@@ -100,7 +98,7 @@ def start_tasks(train: list[Any], per_cluster: int, max_dist: int, seed: int) ->
 def shared_starts(work: Path, seed: int, build: Any) -> list[Any]:
     """The seed's episode starts, built once for both arms (``starts-s<seed>.json``): the first worker builds
     them under a lock, another one waits for the file."""
-    from milepost.io import RunLock
+    from milepost.io import RunLock, atomic_write_json
     from milepost.types import Task
 
     path = work / f"starts-s{seed}.json"
@@ -111,10 +109,7 @@ def shared_starts(work: Path, seed: int, build: Any) -> list[Any]:
             continue
         try:
             if not path.exists():
-                starts = build()
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(json.dumps([t.to_dict() for t in starts]))
-                os.replace(tmp, path)
+                atomic_write_json(path, [t.to_dict() for t in build()])
         finally:
             lock.release()
     return [Task.from_dict(d) for d in json.loads(path.read_text())]
@@ -194,6 +189,7 @@ def arm_examples(
     from milepost.agent.loop import Job, run_episodes
     from milepost.backends.base import GenerationRequest
     from milepost.training.setup import agent_settings, env_factory, make_agent
+    from milepost.training.sft import is_oracle_move
 
     def encode(messages: list[dict[str, str]]) -> list[int]:
         return list(backend.encode(GenerationRequest(messages=messages)))
@@ -212,8 +208,7 @@ def arm_examples(
     prompts, completions = [], []
     for ep in episodes:
         for turn in ep.turns:
-            # Only the oracle's own moves are targets (as in ``training.sft.demonstrations``).
-            if turn.reward_terms["format"] or turn.reward_terms["valid"] or turn.correct_actions != turn.n_requested:
+            if not is_oracle_move(turn):
                 continue
             prompts.append(list(turn.prompt_ids))
             completions.append([*turn.completion_ids, eos])
@@ -231,6 +226,7 @@ def run_job(name: str, run: Path, args: argparse.Namespace, data: Path) -> None:
     from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
     from milepost.config import load_config
     from milepost.datasets import load_tasks
+    from milepost.io import atomic_write, atomic_write_json
     from milepost.training.config import TrainConfig
     from milepost.training.trainer import evaluate_policy
 
@@ -264,8 +260,7 @@ def run_job(name: str, run: Path, args: argparse.Namespace, data: Path) -> None:
             prompts, completions = arm_examples(cfg, starts, backend, args.turns, args.label)
             ex = {"prompts": prompts, "completions": completions, "starts": len(starts)}
             ex["build_s"] = time.perf_counter() - te
-            torch.save(ex, ex_file.with_suffix(".tmp"))
-            os.replace(ex_file.with_suffix(".tmp"), ex_file)
+            atomic_write(ex_file, lambda tmp: torch.save(ex, tmp))
         prompts, completions = ex["prompts"], ex["completions"]
         longest = max(len(c) for c in completions)
         if longest > NEW_TOKENS[arm]:
@@ -297,9 +292,7 @@ def run_job(name: str, run: Path, args: argparse.Namespace, data: Path) -> None:
         "timing": timing,
         "load_end": os.getloadavg()[0],
     }
-    tmp = run / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, run / "result.json")
+    atomic_write_json(run / "result.json", result)
     log(f"{name}: done {json.dumps({k: round(v) for k, v in timing.items()})}")
 
 
@@ -382,16 +375,15 @@ def train(
 
 def level_numbers(result: dict[str, Any]) -> dict[str, Any]:
     """Success, step accuracy and the stuck-midway share of failures, over all evaluated levels."""
-    eps = solved = failed = stuck = 0
+    eps = solved = 0
     step_w = 0.0
     for lv in result["levels"]:
         n = lv["tasks"] * lv["samples"]
         eps += n
         solved += round(lv["avg"]["value"] * n)
         step_w += lv["step_accuracy"] * n
-        fails = lv.get("failures", {})
-        failed += sum(fails.values())
-        stuck += fails.get("stuck_midway", 0)
+    failures = _summed(lv.get("failures", {}) for lv in result["levels"])
+    failed, stuck = sum(failures.values()), failures.get("stuck_midway", 0)
     return {
         "episodes": eps,
         "success": solved / eps,
@@ -399,17 +391,16 @@ def level_numbers(result: dict[str, Any]) -> dict[str, Any]:
         "failed": failed,
         "stuck": stuck,
         "stuck_share": stuck / failed if failed else None,
-        "failures": _pooled_failures([result]),
+        "failures": failures,
     }
 
 
-def _pooled_failures(results: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in results:
-        for lv in r["levels"]:
-            for kind, v in lv.get("failures", {}).items():
-                out[kind] = out.get(kind, 0) + v
-    return out
+def _summed(counts: Any) -> dict[str, int]:
+    """Failure counts (dicts of kind -> count) added up."""
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return dict(total)
 
 
 def gather(work: Path, seeds: list[int]) -> dict[str, Any]:
@@ -436,7 +427,7 @@ def gather(work: Path, seeds: list[int]) -> dict[str, Any]:
         for key in ("success", "step_accuracy", "stuck_share"):
             vals = [runs[s][key] for s in sorted(runs) if runs[s][key] is not None]
             row[key] = mean_interval(vals) if vals else None
-        row["failures"] = _pooled_failures_rows(runs)
+        row["failures"] = _summed(r["failures"] for r in runs.values())
         out["arms"][arm] = row
     both = sorted(set(per["plain"]) & set(per["sgo"]))
     for key in ("success", "stuck_share"):
@@ -445,14 +436,6 @@ def gather(work: Path, seeds: list[int]) -> dict[str, Any]:
         diffs = [a - b for a, b in pairs if a is not None and b is not None]
         if diffs:
             out["paired"][key] = {"per_seed": diffs, "mean_ci": mean_interval(diffs)}
-    return out
-
-
-def _pooled_failures_rows(runs: dict[int, dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in runs.values():
-        for kind, v in r["failures"].items():
-            out[kind] = out.get(kind, 0) + v
     return out
 
 

@@ -70,6 +70,12 @@ class Example:
     completion_ids: list[int]  # the answer's tokens and the end-of-sequence token
 
 
+def is_oracle_move(turn: Turn) -> bool:
+    """Whether a demonstration turn is the oracle's own move (a target): an error turn of the noisy oracle has a
+    format or validity penalty, or an action that does not reduce the goal distance."""
+    return not (turn.reward_terms["format"] or turn.reward_terms["valid"] or turn.correct_actions != turn.n_requested)
+
+
 def demonstrations(
     cfg: TrainConfig, tasks: Sequence[Task], backend: HFBackend, *, progress: bool = True
 ) -> list[Example]:
@@ -114,8 +120,7 @@ def demonstrations(
     examples = []
     for ep in episodes:
         for turn in ep.turns:
-            # Only the oracle's own moves are targets: an error turn has a penalty term.
-            if turn.reward_terms["format"] or turn.reward_terms["valid"] or turn.correct_actions != turn.n_requested:
+            if not is_oracle_move(turn):
                 continue
             examples.append(Example(list(turn.prompt_ids), [*turn.completion_ids, eos]))
     if not examples:
