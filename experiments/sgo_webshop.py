@@ -1,0 +1,213 @@
+"""Comparison 1 on the web shop: the plain agent against the SGO agent, each a SmolLM2-135M LoRA start trained on
+oracle demonstrations in its own format (issue 28; the SGO+MiRA paper's stuck-midway share 48.4% -> 39.9% and
+success 23.0 -> 32.1% on WebArena-Lite).
+
+Each (arm, seed) is one ``experiments.webshop_smollm2`` run with equal budgets: the same 240 training orders
+(drawn by the seed), one epoch of their demonstrations at batch 8, bf16 autocast on both cores, then 40 test
+orders x 4 samples through the arm's own agent (SGO: the programmatic plan as a checklist in the prompt, a
+PROGRESS line first in the answer, at most 2 replans when stuck). The runs are resumable and skipped when their
+result file exists; one run takes about 1-1.5 h on this 2-core machine. The report reads the committed per-run
+result files (``experiments/results/webshop_smollm2<tag>.json``): success and stuck-midway share per seed, the
+mean over seeds with a 95% t-interval, and the paired SGO - plain difference.
+
+Usage::
+
+    python -m experiments.sgo_webshop --work runs --seeds 0      # run what is missing, then the report
+    python -m experiments.sgo_webshop --seeds 0,1,2 --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+ARMS = ("plain", "sgo")
+TASKS = 240  # training orders per run
+LIMIT = 40  # test orders (all of the split)
+
+
+def tag(arm: str, seed: int) -> str:
+    """The result-file suffix of one run: ``_t240`` is the plain seed-0 start that also meets the SFT target."""
+    return ("_sgo" if arm == "sgo" else "") + f"_t{TASKS}" + (f"_s{seed}" if seed else "")
+
+
+def run_argv(arm: str, seed: int, work: str) -> list[str]:
+    argv = [sys.executable, "-m", "experiments.webshop_smollm2", "--work", work, "--tasks", str(TASKS)]
+    argv += ["--threads", "2", "--bf16", "--limit", str(LIMIT), "--agent", arm, "--seed", str(seed)]
+    return [*argv, f"--tag={tag(arm, seed)}"]
+
+
+def numbers(result: dict[str, Any]) -> dict[str, Any]:
+    ev = result["eval"]
+    failures: dict[str, int] = ev["failures"]
+    failed, stuck = sum(failures.values()), failures.get("stuck_midway", 0)
+    return {
+        "success": ev["avg"]["value"],
+        "success_ci": [ev["avg"]["lo"], ev["avg"]["hi"]],
+        "step_accuracy": ev["step_accuracy"],
+        "subgoal_fraction": ev["subgoal_fraction"],
+        "episodes": ev["tasks"] * ev["n"],
+        "failed": failed,
+        "stuck": stuck,
+        "stuck_share": stuck / failed if failed else None,
+        "failures": failures,
+        "sft_minutes": result["times"].get("sft", {}).get("seconds", 0) / 60,
+        "eval_minutes": result["times"].get("eval", {}).get("seconds", 0) / 60,
+    }
+
+
+def gather(seeds: list[int]) -> dict[str, Any]:
+    from milepost.evaluation.seeds import mean_interval
+
+    per: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in ARMS}
+    for arm in ARMS:
+        for seed in seeds:
+            f = RESULTS / f"webshop_smollm2{tag(arm, seed)}.json"
+            if f.is_file():
+                per[arm][seed] = numbers(json.loads(f.read_text()))
+    out: dict[str, Any] = {"arms": {}, "paired": {}}
+    for arm, runs in per.items():
+        if not runs:
+            continue
+        row: dict[str, Any] = {"seeds": sorted(runs), "per_seed": runs}
+        for key in ("success", "step_accuracy", "stuck_share"):
+            vals = [runs[s][key] for s in sorted(runs) if runs[s][key] is not None]
+            row[key] = mean_interval(vals) if vals else None
+        out["arms"][arm] = row
+    both = sorted(set(per["plain"]) & set(per["sgo"]))
+    for key in ("success", "stuck_share"):
+        # A seed without failures in one arm has no stuck share: it is left out of that difference.
+        diffs = [
+            per["sgo"][s][key] - per["plain"][s][key]
+            for s in both
+            if None not in (per["sgo"][s][key], per["plain"][s][key])
+        ]
+        if diffs:
+            out["paired"][key] = {"seeds": both, "per_seed": diffs, "mean_ci": mean_interval(diffs)}
+    return out
+
+
+def _pct(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (list, tuple)):
+        return f"{100 * v[0]:.1f} [{100 * v[1]:.1f}, {100 * v[2]:.1f}]"
+    return f"{100 * v:.1f}"
+
+
+def render(g: dict[str, Any], seeds: list[int]) -> str:
+    lines = [
+        "# Plain agent vs SGO agent on the web shop (SmolLM2-135M + LoRA SFT starts, 1-item orders)",
+        "",
+        f"Command: `python -m experiments.sgo_webshop --seeds {','.join(map(str, seeds))}`; each run is "
+        f"`{' '.join(run_argv('ARM', 0, 'runs')[1:-1])} --tag=...` (per-run reports: `webshop_smollm2<tag>.md`).",
+        "",
+        f"Both arms: {TASKS} training orders drawn by the seed, one epoch of oracle demonstrations in the arm's own "
+        "format (10% of turns an error the oracle recovers from), batch 8, lr 5e-4, LoRA rank 16. Evaluation: the "
+        f"{LIMIT} test orders x 4 samples at temperature 0.8, 16 turns, memory K = 0, through the arm's agent "
+        "(SGO: plan checklist in the prompt, PROGRESS line in the answer, at most 2 replans). Success is avg@4; "
+        "the interval of a single run is the bootstrap over orders, of a mean the 95% t-interval over seeds.",
+        "",
+        "| arm | seed | success % [95% CI] | stuck-midway share of failures % | step accuracy % | subgoals % "
+        "| failures | SFT / eval min |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for arm, row in g["arms"].items():
+        for s in row["seeds"]:
+            r = row["per_seed"][s]
+            fails = ", ".join(f"{k} {v}" for k, v in sorted(r["failures"].items(), key=lambda kv: -kv[1]))
+            ci = f"{_pct(r['success'])} [{_pct(r['success_ci'][0])}, {_pct(r['success_ci'][1])}]"
+            lines.append(
+                f"| {arm} | {s} | {ci} | {_pct(r['stuck_share'])} ({r['stuck']} of {r['failed']}) | "
+                f"{_pct(r['step_accuracy'])} | {_pct(r['subgoal_fraction'])} | {fails} | "
+                f"{r['sft_minutes']:.0f} / {r['eval_minutes']:.0f} |"
+            )
+    lines += ["", "| arm | seeds | success, mean [95% CI over seeds] | stuck-midway share | step accuracy |"]
+    lines += ["|---|---|---|---|---|"]
+    for arm, row in g["arms"].items():
+        lines.append(
+            f"| {arm} | {len(row['seeds'])} | {_pct(row['success'])} | {_pct(row['stuck_share'])} | "
+            f"{_pct(row['step_accuracy'])} |"
+        )
+    lines.append("")
+    for key, what in (("success", "success"), ("stuck_share", "stuck-midway share")):
+        p = g["paired"].get(key)
+        if p:
+            per = ", ".join(f"{100 * d:+.1f}" for d in p["per_seed"])
+            m, lo, hi = p["mean_ci"]
+            ci = f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if len(p["per_seed"]) > 1 else " (one seed: no interval)"
+            lines.append(f"- Paired SGO - plain {what}: {100 * m:+.1f} points{ci}; per seed {per}.")
+    missing = [f"{arm} seed {s}" for arm in ARMS for s in seeds if s not in g["arms"].get(arm, {}).get("seeds", [])]
+    if missing:
+        lines.append(f"- Not run yet: {', '.join(missing)} (the issue asks for 3 seeds per arm).")
+    lines += ["", "![plain vs SGO on the web shop](sgo_webshop.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(g: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
+    for ax, key, title in (
+        (axes[0], "success", "success (avg@4) %"),
+        (axes[1], "stuck_share", "stuck-midway share of failures %"),
+    ):
+        labels, vals, errs = [], [], []
+        for arm, row in g["arms"].items():
+            if row[key] is None:
+                continue
+            m, lo, hi = row[key]
+            labels.append(f"{arm}\n({len(row['seeds'])} seed(s))")
+            vals.append(100 * m)
+            errs.append((100 * (m - lo), 100 * (hi - m)))
+            for s in row["seeds"]:
+                v = row["per_seed"][s][key]
+                if v is not None:
+                    ax.plot(len(labels) - 1, 100 * v, "k.", ms=6)
+        x = list(range(len(labels)))
+        ax.bar(x, vals, color=["C0", "C1"][: len(x)], yerr=list(zip(*errs)) if errs else None, capsize=4)
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylim(0, 100)
+    fig.suptitle("Web shop, 1-item orders: plain vs SGO start (dots: seeds)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", default="runs", help="folder of the models, data and runs")
+    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--arms", default="plain,sgo", help="arms to run (the report covers both)")
+    p.add_argument("--report-only", action="store_true", help="only rebuild the report from the result files")
+    args = p.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if not args.report_only:
+        for seed in seeds:
+            for arm in args.arms.split(","):
+                if arm not in ARMS:
+                    raise SystemExit(f"sgo_webshop: --arms: {arm!r} is not one of {', '.join(ARMS)}")
+                if (RESULTS / f"webshop_smollm2{tag(arm, seed)}.json").is_file():
+                    continue
+                subprocess.run(run_argv(arm, seed, args.work), check=True)
+    from milepost.io import atomic_write_json, atomic_write_text
+
+    g = gather(seeds)
+    atomic_write_json(RESULTS / "sgo_webshop.json", {"seeds": seeds, **g})
+    plot(g, RESULTS / "sgo_webshop.png")
+    text = render(g, seeds)
+    atomic_write_text(RESULTS / "sgo_webshop.md", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
