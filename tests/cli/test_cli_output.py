@@ -110,10 +110,12 @@ def test_progress_bar_draws_only_on_a_terminal() -> None:
 
 def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path: Path) -> None:
     """`milepost show ... | head -1`: no BrokenPipeError traceback, the Unix exit status for SIGPIPE."""
-    turns = [_turn(i, 3) for i in range(400)]
+    # 2,000 turns print ~240 KB, several times a pipe's 64 KB buffer: the writer cannot finish before the reader
+    # leaves (400 turns printed 47 KB, which a loaded machine let through whole: exit 0, a flaky failure).
+    turns = [_turn(i, 3) for i in range(2000)]
     episode = Episode(
         task_id="t", policy="oracle", sample=0, seed=1, termination=TerminationReason.BUDGET_EXHAUSTED,
-        success=False, goal_distance=3, steps=400, turns=turns, meta={},
+        success=False, goal_distance=3, steps=2000, turns=turns, meta={},
     )  # fmt: skip
     append_jsonl(tmp_path / "e.jsonl", episode.to_dict())
     cmd = [sys.executable, "-m", "milepost", "show", str(tmp_path / "e.jsonl")]
