@@ -55,3 +55,21 @@ def test_report_pairs_seeds_present_in_both_arms(tmp_path: Path, monkeypatch: py
     assert "+12.5 points" in text  # the mean paired success difference
     sgo_webshop.plot(g, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 0
+
+
+def test_the_start_reports_the_command_that_reproduces_it() -> None:
+    import argparse
+
+    from experiments.webshop_smollm2 import command_line
+
+    base = dict(work="runs", n=4, limit=20, tasks=120, epochs=1.0, threads=1, bf16=False, agent="plain", seed=0, tag="")
+    first = command_line(argparse.Namespace(**base))
+    assert first == "OMP_NUM_THREADS=1 python -m experiments.webshop_smollm2 --work runs --n 4 --limit 20"
+    run = argparse.Namespace(
+        **{**base, "limit": 40, "tasks": 240, "threads": 2, "bf16": True, "agent": "sgo", "seed": 1}
+    )
+    text = command_line(argparse.Namespace(**{**vars(run), "tag": "_sgo_t240_s1"}))
+    assert text == (
+        "python -m experiments.webshop_smollm2 --work runs --n 4 --limit 40 --tasks 240 --threads 2 --bf16 "
+        "--agent sgo --seed 1 --tag _sgo_t240_s1"
+    )
