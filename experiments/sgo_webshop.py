@@ -22,6 +22,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +43,24 @@ def run_argv(arm: str, seed: int, work: str) -> list[str]:
     return [*argv, f"--tag={tag(arm, seed)}"]
 
 
-def numbers(result: dict[str, Any]) -> dict[str, Any]:
+def numbers(result: dict[str, Any], tasks: set[str] | None = None) -> dict[str, Any]:
+    """Success, stuck-midway share and failures of one run; with ``tasks``, over those orders' episodes only (two
+    runs evaluated on different numbers of test orders are compared on the orders both played)."""
     ev = result["eval"]
-    failures: dict[str, int] = ev["failures"]
+    if tasks is None:
+        failures: dict[str, int] = ev["failures"]
+        success, ci, episodes = ev["avg"]["value"], [ev["avg"]["lo"], ev["avg"]["hi"]], ev["tasks"] * ev["n"]
+    else:
+        rows = [r for r in result["episodes"] if r[0] in tasks]
+        failures = dict(Counter(r[3] for r in rows if not r[2]))
+        success, ci, episodes = sum(r[2] for r in rows) / len(rows), None, len(rows)
     failed, stuck = sum(failures.values()), failures.get("stuck_midway", 0)
     return {
-        "success": ev["avg"]["value"],
-        "success_ci": [ev["avg"]["lo"], ev["avg"]["hi"]],
-        "step_accuracy": ev["step_accuracy"],
-        "subgoal_fraction": ev["subgoal_fraction"],
-        "episodes": ev["tasks"] * ev["n"],
+        "success": success,
+        "success_ci": ci,
+        "step_accuracy": ev["step_accuracy"] if tasks is None else None,
+        "subgoal_fraction": ev["subgoal_fraction"] if tasks is None else None,
+        "episodes": episodes,
         "failed": failed,
         "stuck": stuck,
         "stuck_share": stuck / failed if failed else None,
@@ -61,16 +70,26 @@ def numbers(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _orders(result: dict[str, Any]) -> frozenset[str]:
+    return frozenset(r[0] for r in result.get("episodes", []))
+
+
 def gather(seeds: list[int]) -> dict[str, Any]:
     from milepost.evaluation.seeds import mean_interval
 
-    per: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in ARMS}
+    loaded: dict[tuple[str, int], dict[str, Any]] = {}
     for arm in ARMS:
         for seed in seeds:
             f = RESULTS / f"webshop_smollm2{tag(arm, seed)}.json"
             if f.is_file():
-                per[arm][seed] = numbers(json.loads(f.read_text()))
-    out: dict[str, Any] = {"arms": {}, "paired": {}}
+                loaded[arm, seed] = json.loads(f.read_text())
+    # Runs that played different sets of test orders are compared on the orders every run played.
+    sets = {_orders(r) for r in loaded.values()}
+    common = set(frozenset.intersection(*sets)) if len(sets) > 1 and all(sets) else None
+    per: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in ARMS}
+    for (arm, seed), r in loaded.items():
+        per[arm][seed] = numbers(r, common)
+    out: dict[str, Any] = {"arms": {}, "paired": {}, "orders": sorted(common) if common else None}
     for arm, runs in per.items():
         if not runs:
             continue
@@ -121,12 +140,21 @@ def render(g: dict[str, Any], seeds: list[int]) -> str:
         for s in row["seeds"]:
             r = row["per_seed"][s]
             fails = ", ".join(f"{k} {v}" for k, v in sorted(r["failures"].items(), key=lambda kv: -kv[1]))
-            ci = f"{_pct(r['success'])} [{_pct(r['success_ci'][0])}, {_pct(r['success_ci'][1])}]"
+            ci = _pct(r["success"])
+            if r["success_ci"]:
+                ci += f" [{_pct(r['success_ci'][0])}, {_pct(r['success_ci'][1])}]"
             lines.append(
                 f"| {arm} | {s} | {ci} | {_pct(r['stuck_share'])} ({r['stuck']} of {r['failed']}) | "
                 f"{_pct(r['step_accuracy'])} | {_pct(r['subgoal_fraction'])} | {fails} | "
                 f"{r['sft_minutes']:.0f} / {r['eval_minutes']:.0f} |"
             )
+    if g["orders"]:
+        lines += [
+            "",
+            f"The runs played different numbers of test orders: every figure above and below is over the "
+            f"{len(g['orders'])} orders all of them played (the first of the test file; no interval for a single "
+            "run, and step accuracy and subgoals are only in the per-run reports).",
+        ]
     lines += ["", "| arm | seeds | success, mean [95% CI over seeds] | stuck-midway share | step accuracy |"]
     lines += ["|---|---|---|---|---|"]
     for arm, row in g["arms"].items():

@@ -128,6 +128,20 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
+def episode_records(path: Path) -> list[list[Any]]:
+    """``[task_id, sample, success, failure kind]`` per evaluated episode: what pairs two runs on the orders both
+    played (:mod:`experiments.sgo_webshop`) from the committed result files alone."""
+    from milepost.evaluation.failures import classify_failure
+    from milepost.io import read_jsonl
+    from milepost.types import Episode
+
+    out = []
+    for row in read_jsonl(path):
+        ep = Episode.from_dict(row)
+        out.append([ep.task_id, ep.sample, ep.success, classify_failure(ep)])
+    return sorted(out, key=lambda r: (r[0], r[1]))
+
+
 def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace) -> None:
     import matplotlib
 
@@ -169,6 +183,7 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
         "target": TARGET,
         "met": met,
         "times": times,
+        "episodes": episode_records(ev / "episodes.jsonl"),
     }
     name = f"webshop_smollm2{args.tag}"
     atomic_write_json(RESULTS / f"{name}.json", out)
@@ -194,7 +209,16 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
     verdict = "met" if met else "not met"
     precision = "bf16 autocast" if args.bf16 else "fp32"
     timing = ", ".join(f"{k} {v['seconds'] / 60:.1f} min (load {v['load_after']})" for k, v in times.items())
-    text = f"""# A web-shop SFT start that shops: SmolLM2-135M + LoRA on 1-item orders
+    agent = (
+        "the SGO agent (the programmatic plan as a checklist in the prompt, a PROGRESS line first in every answer, "
+        "at most 2 replans when stuck), demonstrations in its format"
+        if args.agent == "sgo"
+        else "the plain agent (goal and observation)"
+    )
+    title = (
+        f"A web-shop SFT start that shops: SmolLM2-135M + LoRA on 1-item orders ({args.agent} agent, seed {args.seed})"
+    )
+    text = f"""# {title}
 
 Command: `{command}`
 (import, data, `milepost sft --config {out["config"]}`, `milepost eval`; each step resumable).
@@ -205,9 +229,9 @@ of rank 16 (alpha 32) on all seven projections, merged into the weights after tr
 training order). SFT: {examples} turns of oracle demonstrations from {args.tasks} training orders played through the
 real agent loop (10% of the turns an error the oracle recovers from; only its own turns are targets), {args.epochs:g}
 epoch(s), batch 8, lr 5e-4 with warm-up and cosine decay: {len(losses)} steps, loss {losses[0]:.2f} ->
-{losses[-1]:.3f}, at {min(tok_s):.0f}-{max(tok_s):.0f} tokens/s ({args.threads} thread(s), {precision}). Evaluation: the
-{level["tasks"]} test orders, n = {n} samples at temperature 0.8, budget 16 turns, memory K = 0; intervals: 95%
-bootstrap over orders.
+{losses[-1]:.3f}, at {min(tok_s):.0f}-{max(tok_s):.0f} tokens/s ({args.threads} thread(s), {precision}). Evaluation:
+the {level["tasks"]} test orders, n = {n} samples at temperature 0.8, budget 16 turns, memory K = 0; intervals: 95%
+bootstrap over orders. Agent: {agent}.
 
 **Result: avg@{n} {pct(avg["value"])}% [{pct(avg["lo"])}, {pct(avg["hi"])}] (target >= 30%: {verdict}).**
 

@@ -73,3 +73,27 @@ def test_the_start_reports_the_command_that_reproduces_it() -> None:
         "python -m experiments.webshop_smollm2 --work runs --n 4 --limit 40 --tasks 240 --threads 2 --bf16 "
         "--agent sgo --seed 1 --tag _sgo_t240_s1"
     )
+
+
+def test_runs_on_different_order_sets_are_compared_on_the_orders_both_played(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sgo_webshop, "RESULTS", tmp_path)
+    # plain played orders a, b (b never solved, stuck twice); sgo played a only (solved once of two).
+    plain = _result(0.5, {"stuck_midway": 2})
+    plain["episodes"] = [
+        ["a", 0, True, None],
+        ["a", 1, True, None],
+        ["b", 0, False, "stuck_midway"],
+        ["b", 1, False, "stuck_midway"],
+    ]
+    sgo = _result(0.5, {"dead_end": 1})
+    sgo["episodes"] = [["a", 0, True, None], ["a", 1, False, "dead_end"]]
+    for arm, r in (("plain", plain), ("sgo", sgo)):
+        (tmp_path / f"webshop_smollm2{sgo_webshop.tag(arm, 0)}.json").write_text(json.dumps(r))
+    g = sgo_webshop.gather([0])
+    assert g["orders"] == ["a"]
+    assert g["arms"]["plain"]["per_seed"][0]["success"] == 1.0  # order b left out
+    assert g["arms"]["sgo"]["per_seed"][0]["success"] == 0.5
+    assert g["paired"]["success"]["per_seed"] == pytest.approx([-0.5])
+    assert "over the 1 orders all of them played" in sgo_webshop.render(g, [0])
