@@ -404,7 +404,6 @@ def _summed(counts: Any) -> dict[str, int]:
 
 
 def gather(work: Path, seeds: list[int]) -> dict[str, Any]:
-    from milepost.evaluation.seeds import mean_interval
 
     out: dict[str, Any] = {"start": {}, "arms": {}, "paired": {}}
     for arm in ARMS:
@@ -419,8 +418,17 @@ def gather(work: Path, seeds: list[int]) -> dict[str, Any]:
             if f.exists():
                 r = json.loads(f.read_text())
                 per[arm][seed] = {**level_numbers(r), "sgo": r["sgo"], "train": r["train"], "timing": r["timing"]}
-    for arm in ARMS:
-        runs = per[arm]
+    out["arms"], out["paired"] = summarise(per)
+    return out
+
+
+def summarise(per: dict[str, dict[int, dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per arm (runs by seed, each with success / step accuracy / stuck share / failures): the mean over seeds
+    with its 95% t-interval; and SGO - plain paired by seed, for success and stuck share."""
+    from milepost.evaluation.seeds import mean_interval
+
+    arms: dict[str, Any] = {}
+    for arm, runs in per.items():
         if not runs:
             continue
         row: dict[str, Any] = {"seeds": sorted(runs), "per_seed": runs}
@@ -428,15 +436,16 @@ def gather(work: Path, seeds: list[int]) -> dict[str, Any]:
             vals = [runs[s][key] for s in sorted(runs) if runs[s][key] is not None]
             row[key] = mean_interval(vals) if vals else None
         row["failures"] = _summed(r["failures"] for r in runs.values())
-        out["arms"][arm] = row
-    both = sorted(set(per["plain"]) & set(per["sgo"]))
+        arms[arm] = row
+    paired: dict[str, Any] = {}
+    both = sorted(set(per.get("plain", {})) & set(per.get("sgo", {})))
     for key in ("success", "stuck_share"):
         # A seed without failures in either arm has no stuck share: it is left out of that difference.
         pairs = [(per["sgo"][s][key], per["plain"][s][key]) for s in both]
         diffs = [a - b for a, b in pairs if a is not None and b is not None]
         if diffs:
-            out["paired"][key] = {"per_seed": diffs, "mean_ci": mean_interval(diffs)}
-    return out
+            paired[key] = {"seeds": both, "per_seed": diffs, "mean_ci": mean_interval(diffs)}
+    return arms, paired
 
 
 def _pct(v: Any) -> str:
@@ -567,28 +576,37 @@ def render(res: dict[str, Any]) -> str:
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
+    g = res["results"]
+    title = "Rush Hour: plain vs SGO agent (mean over seeds, 95% t-interval; dots: seeds)"
+    plot_arms(path, g["arms"], title, start=g["start"], label="{arm}\nfine-tuned")
+
+
+def plot_arms(
+    path: Path, arms: dict[str, Any], title: str, *, start: dict[str, Any] | None = None, label: str = "{arm}"
+) -> None:
+    """Success and stuck-midway share per arm: bars of the mean over seeds with its interval, a dot per seed, and
+    grey bars for the ``start`` models. ``label`` is formatted with ``arm`` and ``seeds`` (their number)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    g = res["results"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, key, title in (
+    for ax, key, name in (
         (axes[0], "success", "success (avg@n) %"),
         (axes[1], "stuck_share", "stuck-midway share of failures %"),
     ):
         labels, vals, errs, colors = [], [], [], []
-        for arm, s in g["start"].items():
+        for arm, s in (start or {}).items():
             labels.append(f"start\n{arm} agent")
             vals.append(100 * (s[key] or 0))
             errs.append((0, 0))
             colors.append("0.7")
-        for arm, row in g["arms"].items():
+        for arm, row in arms.items():
             if row[key] is None:
                 continue
             m, lo, hi = row[key]
-            labels.append(f"{arm}\nfine-tuned")
+            labels.append(label.format(arm=arm, seeds=len(row["seeds"])))
             vals.append(100 * m)
             errs.append((100 * (m - lo), 100 * (hi - m)))
             colors.append("C1" if arm == "sgo" else "C0")
@@ -599,9 +617,9 @@ def plot(res: dict[str, Any], path: Path) -> None:
         x = range(len(labels))
         ax.bar(x, vals, color=colors, yerr=list(zip(*errs)) if errs else None, capsize=4)
         ax.set_xticks(list(x), labels, fontsize=8)
-        ax.set_title(title, fontsize=10)
+        ax.set_title(name, fontsize=10)
         ax.set_ylim(0, 100)
-    fig.suptitle("Rush Hour: plain vs SGO agent (mean over seeds, 95% t-interval; dots: seeds)", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

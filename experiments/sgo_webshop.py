@@ -26,6 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from experiments.sgo_rushhour import _pct, summarise
+
 RESULTS = Path(__file__).parent / "results"
 ARMS = ("plain", "sgo")
 TASKS = 240  # training orders per run
@@ -75,8 +77,6 @@ def _orders(result: dict[str, Any]) -> frozenset[str]:
 
 
 def gather(seeds: list[int]) -> dict[str, Any]:
-    from milepost.evaluation.seeds import mean_interval
-
     loaded: dict[tuple[str, int], dict[str, Any]] = {}
     for arm in ARMS:
         for seed in seeds:
@@ -89,34 +89,8 @@ def gather(seeds: list[int]) -> dict[str, Any]:
     per: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in ARMS}
     for (arm, seed), r in loaded.items():
         per[arm][seed] = numbers(r, common)
-    out: dict[str, Any] = {"arms": {}, "paired": {}, "orders": sorted(common) if common else None}
-    for arm, runs in per.items():
-        if not runs:
-            continue
-        row: dict[str, Any] = {"seeds": sorted(runs), "per_seed": runs}
-        for key in ("success", "step_accuracy", "stuck_share"):
-            vals = [runs[s][key] for s in sorted(runs) if runs[s][key] is not None]
-            row[key] = mean_interval(vals) if vals else None
-        out["arms"][arm] = row
-    both = sorted(set(per["plain"]) & set(per["sgo"]))
-    for key in ("success", "stuck_share"):
-        # A seed without failures in one arm has no stuck share: it is left out of that difference.
-        diffs = [
-            per["sgo"][s][key] - per["plain"][s][key]
-            for s in both
-            if None not in (per["sgo"][s][key], per["plain"][s][key])
-        ]
-        if diffs:
-            out["paired"][key] = {"seeds": both, "per_seed": diffs, "mean_ci": mean_interval(diffs)}
-    return out
-
-
-def _pct(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (list, tuple)):
-        return f"{100 * v[0]:.1f} [{100 * v[1]:.1f}, {100 * v[2]:.1f}]"
-    return f"{100 * v:.1f}"
+    arms, paired = summarise(per)
+    return {"arms": arms, "paired": paired, "orders": sorted(common) if common else None}
 
 
 def render(g: dict[str, Any], seeds: list[int]) -> str:
@@ -178,37 +152,10 @@ def render(g: dict[str, Any], seeds: list[int]) -> str:
 
 
 def plot(g: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    from experiments.sgo_rushhour import plot_arms
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
-    for ax, key, title in (
-        (axes[0], "success", "success (avg@4) %"),
-        (axes[1], "stuck_share", "stuck-midway share of failures %"),
-    ):
-        labels, vals, errs = [], [], []
-        for arm, row in g["arms"].items():
-            if row[key] is None:
-                continue
-            m, lo, hi = row[key]
-            labels.append(f"{arm}\n({len(row['seeds'])} seed(s))")
-            vals.append(100 * m)
-            errs.append((100 * (m - lo), 100 * (hi - m)))
-            for s in row["seeds"]:
-                v = row["per_seed"][s][key]
-                if v is not None:
-                    ax.plot(len(labels) - 1, 100 * v, "k.", ms=6)
-        x = list(range(len(labels)))
-        ax.bar(x, vals, color=["C0", "C1"][: len(x)], yerr=list(zip(*errs)) if errs else None, capsize=4)
-        ax.set_xticks(x, labels, fontsize=8)
-        ax.set_title(title, fontsize=10)
-        ax.set_ylim(0, 100)
-    fig.suptitle("Web shop, 1-item orders: plain vs SGO start (dots: seeds)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    title = "Web shop, 1-item orders: plain vs SGO start (mean over seeds, 95% t-interval; dots: seeds)"
+    plot_arms(path, g["arms"], title, label="{arm}\n({seeds} seed(s))")
 
 
 def main() -> None:
