@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from milepost.errors import InputError
-from milepost.io import umask
 
 MERGE_FILE = "milepost_merge.json"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -61,7 +60,7 @@ def merge_adapter(
     import torch
     from peft import PeftModel
 
-    from milepost.backends.gguf import LICENSE_FILE, PROVENANCE_FILE, check_out, sha256_of
+    from milepost.backends.gguf import LICENSE_FILE, PROVENANCE_FILE, check_out, publish, sha256_of
     from milepost.backends.hf import load_model
 
     tell = say or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -104,11 +103,7 @@ def merge_adapter(
             "milepost": __version__,
         }
         (staging / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        for file in staging.iterdir():  # transformers writes the weights 0600; give them an ordinary file's mode
-            file.chmod(0o666 & ~umask())
-        if target.is_dir():  # an empty folder: rename replaces it
-            check_out(target)
-        os.replace(staging, target)
+        publish(staging, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     tell(f"merged {adapter_dir} into {base_dir}: {target}")

@@ -112,6 +112,16 @@ def check_out(out: Path) -> None:
         raise InputError(f"--out {out}: exists and is not empty (give a new folder)")
 
 
+def publish(staging: Path, target: Path) -> None:
+    """Move a finished model folder into place in one rename, its files given an ordinary file's mode
+    (transformers writes the weights 0600). ``target`` may be an empty folder: rename replaces it (POSIX)."""
+    for file in staging.iterdir():
+        file.chmod(0o666 & ~umask())
+    if target.is_dir():
+        check_out(target)  # still empty: nothing was written there meanwhile
+    os.replace(staging, target)
+
+
 def resolve_source(source: str) -> WheelModel | Path:
     """A known model name, or the path of a GGUF file.
 
@@ -355,11 +365,7 @@ def import_model(
             gguf_package=_version("gguf"),
         )
         (staging / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
-        for file in staging.iterdir():  # transformers writes the weights 0600; give them an ordinary file's mode
-            file.chmod(0o666 & ~umask())
-        if target.is_dir():  # an empty folder: rename replaces it (POSIX rename onto an empty directory)
-            check_out(target)
-        os.replace(staging, target)
+        publish(staging, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     tell(f"imported in {time.perf_counter() - started:.0f} s")
