@@ -10,7 +10,7 @@ result file exists; one run takes about 1-1.5 h on this 2-core machine. The repo
 result files (``experiments/results/webshop_smollm2<tag>.json``): success and stuck-midway share per seed, the
 mean over seeds with a 95% t-interval, and the paired SGO - plain difference.
 
-Usage::
+Usage (the committed report: `--seeds 0 --report-only --reading experiments/results/sgo_webshop_reading.md`)::
 
     python -m experiments.sgo_webshop --work runs --seeds 0      # run what is missing, then the report
     python -m experiments.sgo_webshop --seeds 0,1,2 --report-only
@@ -98,7 +98,8 @@ def render(g: dict[str, Any], seeds: list[int]) -> str:
         "# Plain agent vs SGO agent on the web shop (SmolLM2-135M + LoRA SFT starts, 1-item orders)",
         "",
         f"Command: `python -m experiments.sgo_webshop --seeds {','.join(map(str, seeds))}`; each run is "
-        f"`{' '.join(run_argv('ARM', 0, 'runs')[1:-1])} --tag=...` (per-run reports: `webshop_smollm2<tag>.md`).",
+        f"`python {' '.join(run_argv('ARM', 0, 'runs')[1:-1])} --tag=...` (per-run reports: "
+        "`webshop_smollm2<tag>.md`).",
         "",
         f"Both arms: {TASKS} training orders drawn by the seed, one epoch of oracle demonstrations in the arm's own "
         "format (10% of turns an error the oracle recovers from), batch 8, lr 5e-4, LoRA rank 16. Evaluation: the "
@@ -132,10 +133,9 @@ def render(g: dict[str, Any], seeds: list[int]) -> str:
     lines += ["", "| arm | seeds | success, mean [95% CI over seeds] | stuck-midway share | step accuracy |"]
     lines += ["|---|---|---|---|---|"]
     for arm, row in g["arms"].items():
-        lines.append(
-            f"| {arm} | {len(row['seeds'])} | {_pct(row['success'])} | {_pct(row['stuck_share'])} | "
-            f"{_pct(row['step_accuracy'])} |"
-        )
+        one = len(row["seeds"]) == 1  # one seed: the value, no interval over seeds
+        cells = [_pct(row[k][0] if one and row[k] else row[k]) for k in ("success", "stuck_share", "step_accuracy")]
+        lines.append(f"| {arm} | {len(row['seeds'])} | {' | '.join(cells)} |")
     lines.append("")
     for key, what in (("success", "success"), ("stuck_share", "stuck-midway share")):
         p = g["paired"].get(key)
@@ -164,6 +164,7 @@ def main() -> None:
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--arms", default="plain,sgo", help="arms to run (the report covers both)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the report from the result files")
+    p.add_argument("--reading", default=None, help="a hand-written reading (Markdown file) kept at the report's end")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     if not args.report_only:
@@ -180,6 +181,8 @@ def main() -> None:
     atomic_write_json(RESULTS / "sgo_webshop.json", {"seeds": seeds, **g})
     plot(g, RESULTS / "sgo_webshop.png")
     text = render(g, seeds)
+    if args.reading:
+        text += "\n" + Path(args.reading).read_text(encoding="utf-8")
     atomic_write_text(RESULTS / "sgo_webshop.md", text)
     print(text)
 
