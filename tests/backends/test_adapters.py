@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from milepost.backends.adapters import MERGE_FILE, check_adapter
+from milepost.backends.adapters import MERGE_FILE, check_adapter, merge_adapter
 from milepost.cli.main import main
 from milepost.errors import InputError
 
@@ -101,6 +101,12 @@ def test_bad_adapter_folders_are_one_line_refusals(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "not empty" in err[0]
     assert (taken / "x").read_text() == "keep me"
+
+    foreign = shutil.copytree(trained_checkpoint, tmp_path / "foreign")
+    (foreign / "adapter_config.json").write_text(json.dumps({**config, "target_modules": ["no_such_proj"]}))
+    with pytest.raises(InputError, match="does not fit base"):
+        merge_adapter(foreign, tiny_model_dir, tmp_path / "never")
+    assert not (tmp_path / "never").exists()
 
     code = main(["models", "merge", str(tiny_model_dir), "--base", str(tiny_model_dir), "--out", str(tmp_path / "m")])
     assert code == 2 and "not a peft adapter folder" in capsys.readouterr().err
