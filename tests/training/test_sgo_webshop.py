@@ -97,3 +97,26 @@ def test_runs_on_different_order_sets_are_compared_on_the_orders_both_played(
     assert g["arms"]["sgo"]["per_seed"][0]["success"] == 0.5
     assert g["paired"]["success"]["per_seed"] == pytest.approx([-0.5])
     assert "over the 1 orders all of them played" in sgo_webshop.render(g, [0])
+
+
+def test_a_stage_runs_in_a_child_process_and_keeps_its_time_at_once(tmp_path: Path) -> None:
+    """Each step runs as its own ``milepost`` process (the SFT's memory is returned before the evaluation's
+    workers start) and its wall time is on disk as soon as it ends; a finished step is skipped; a failed one
+    is a one-line refusal that names it."""
+    import os
+
+    from experiments.webshop_smollm2 import stage
+
+    times: dict[str, object] = {}
+    times_path, data = tmp_path / "times.json", tmp_path / "data"
+    argv = ["data", "webshop", "--items", "1", "--train", "2", "--test", "1", "--out", str(data)]
+    before = os.getpid()
+    stage("data", data / "manifest.json", argv, times, times_path)
+    assert (data / "manifest.json").is_file() and os.getpid() == before
+    on_disk = json.loads(times_path.read_text())
+    assert set(on_disk) == {"data"} and on_disk["data"]["seconds"] >= 0
+    stage("data", data / "manifest.json", ["data", "no-such-env"], times, times_path)  # done: not run again
+    assert json.loads(times_path.read_text()) == on_disk
+    with pytest.raises(SystemExit, match="`milepost data` failed"):
+        stage("data2", tmp_path / "absent", ["data", "webshop", "--items", "9", "--out", str(tmp_path / "d2")], times)
+    assert "data2" not in times
