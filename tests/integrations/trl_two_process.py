@@ -60,6 +60,11 @@ def main(out: Path) -> None:
     trainer.train()
     report = {"processes": trainer.accelerator.num_processes, "played": played}
     (out / f"rank{trainer.accelerator.process_index}.json").write_text(json.dumps(report))
+    # Leave the gloo group before the interpreter exits: without it rank 0 died at exit in a CI run with
+    # 'terminate called without an active exception' (SIGABRT) after writing its report, failing torchrun.
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -120,3 +120,59 @@ def test_a_stage_runs_in_a_child_process_and_keeps_its_time_at_once(tmp_path: Pa
     with pytest.raises(SystemExit, match="`milepost data` failed"):
         stage("data2", tmp_path / "absent", ["data", "webshop", "--items", "9", "--out", str(tmp_path / "d2")], times)
     assert "data2" not in times
+
+
+def _finished_run(tmp_path: Path, sft_log: bool) -> tuple[Path, Path]:
+    """An evaluation folder with its metrics and (empty) episodes, and an SFT folder with or without its log."""
+    sft, ev = tmp_path / "sft", tmp_path / "eval"
+    sft.mkdir()
+    ev.mkdir()
+    level = {
+        "tasks": 40,
+        "avg": {"value": 0.4, "lo": 0.3, "hi": 0.5},
+        "pass_at": {"1": {"value": 0.4}, "4": {"value": 0.6}},
+        "step_accuracy": 0.5,
+        "subgoal_fraction": 0.6,
+        "mean_goal_distance": 1.5,
+        "failures": {"dead_end": 90, "stuck_midway": 6},
+    }
+    (ev / "metrics.json").write_text(json.dumps({"levels": [level], "meta": {"n": 4}}))
+    (ev / "episodes.jsonl").write_text("")
+    if sft_log:
+        rows = [{"loss/sft": 2.4, "train/examples": 8, "perf/tokens_per_s": 200.0}]
+        rows.append({"loss/sft": 0.02, "train/examples": 16, "perf/tokens_per_s": 300.0})
+        (sft / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return sft, ev
+
+
+@pytest.mark.parametrize("sft_log", [True, False])
+def test_the_report_of_a_start_rebuilt_from_its_adapter_says_its_sft_log_was_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sft_log: bool
+) -> None:
+    """A run whose SFT ran in an earlier session (only its adapter committed, ``milepost models merge`` rebuilt
+    ``final``) is reported from its evaluation, with the SFT's figures pointed to, not made up; a run with its
+    SFT log reports steps and losses from it."""
+    import argparse
+
+    from experiments import webshop_smollm2
+
+    monkeypatch.setattr(webshop_smollm2, "RESULTS", tmp_path)
+    sft, ev = _finished_run(tmp_path, sft_log)
+    times = {"eval": {"seconds": 2400.0, "load_after": 2.0}}
+    if not sft_log:
+        times["sft"] = {"seconds": 3018.0, "load_after": None, "source": "checkpoints/x/README.md"}
+    args = argparse.Namespace(
+        work="runs", n=4, limit=40, tasks=240, epochs=1.0, threads=2, bf16=True, agent="sgo", seed=1, tag="_x"
+    )
+    webshop_smollm2.report(sft, ev, times, args)
+    out = json.loads((tmp_path / "webshop_smollm2_x.json").read_text())
+    text = (tmp_path / "webshop_smollm2_x.md").read_text()
+    assert out["eval"]["avg"]["value"] == 0.4 and "avg@4 40.0% [30.0, 50.0]" in text
+    assert (tmp_path / "webshop_smollm2_x.png").stat().st_size > 0
+    if sft_log:
+        assert out["sft"] == {"steps": 2, "examples": 16, "first_loss": 2.4, "last_loss": 0.02}
+        assert "2 steps, loss 2.40 ->\n0.020, at 200-300 tokens/s" in text
+    else:
+        assert out["sft"] == {"log": "not kept", "source": "checkpoints/x/README.md"}
+        assert "SFT log was not kept" in text and "checkpoints/x/README.md" in text
+        assert "sft 50.3 min (checkpoints/x/README.md)" in text
