@@ -6,7 +6,8 @@ each rank's micro-step and forward counts to ``OUT.rankR.json``.
     torchrun --standalone --nproc_per_node 2 tests/distributed/fsdp_step.py MODEL_DIR OUT [MICRO_BATCH_TOKENS ...]
 
 ``MICRO_BATCH_TOKENS`` is ``rl.micro_batch_tokens`` (default: the config's; 1 runs every row alone);
-``OPTIMIZER`` is adamw (the trainer's optimizer, eps 1e-6; default) or sgd (lr 0.1: a parameter's change is its gradient's).
+``OPTIMIZER`` is adamw (the trainer's optimizer, eps 1e-6; default) or sgd (lr 0.1: a parameter's change is its
+gradient's).
 """
 
 from __future__ import annotations
@@ -58,9 +59,7 @@ def main(model_dir: str, out: str, micro: int | None = None, optimizer_name: str
     # eps 1e-6, not the trainer's 1e-8: Adam's first step is lr * g / (|g| + eps), so where g is ~0 a last-bit
     # difference of its sum moves the element by up to lr * dg / eps; at 1e-8 one element of 9,216 ended 5.3e-5
     # apart in a CI run (the bound is 5e-5). At 1e-6 that amplification is 100x smaller; elsewhere nothing changes.
-    optimizer: torch.optim.Optimizer = torch.optim.AdamW(
-        model.parameters(), lr=cfg.rl.lr, weight_decay=0.0, eps=1e-6
-    )
+    optimizer: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=0.0, eps=1e-6)
     if optimizer_name == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     stats = update(model, optimizer, samples, cfg, 0, random.Random(1), fsdp=fsdp)
