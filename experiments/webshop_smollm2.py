@@ -111,7 +111,7 @@ def main() -> None:
         stage(
             "sft",
             sft / "final" / "config.json",
-            [*sft_argv, "--out", str(sft), "--no-progress", *resume],
+            [*sft_argv, "--out", str(sft), *resume],
             times,
             times_path,
         )
@@ -121,7 +121,9 @@ def main() -> None:
         eval_argv += ["--agent", args.agent, "--seed", str(args.seed)]
         eval_argv += ["--k", f"1,{args.n}", "--limit", str(args.limit), "--batch-size", str(args.batch_size)]
         eval_argv += ["--workers", str(args.workers)]
-        stage("eval", ev / "metrics.json", [*eval_argv, "--out", str(ev), "--no-progress"], times, times_path)
+        # No --no-progress: off a terminal the bars are a line every 30 s (milepost.progress), and a 40-min
+        # evaluation under Ray was otherwise silent until its workers' batches came back.
+        stage("eval", ev / "metrics.json", [*eval_argv, "--out", str(ev)], times, times_path)
     report(sft, ev, times, args)
 
 
