@@ -176,3 +176,33 @@ def test_the_report_of_a_start_rebuilt_from_its_adapter_says_its_sft_log_was_not
         assert out["sft"] == {"log": "not kept", "source": "checkpoints/x/README.md"}
         assert "SFT log was not kept" in text and "checkpoints/x/README.md" in text
         assert "sft 50.3 min (checkpoints/x/README.md)" in text
+
+
+def test_the_difference_paired_by_test_order_averages_the_seeds_both_arms_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per order, SGO - plain success averaged over the seeds of both arms (a seed of one arm left out); the mean
+    is the paired difference and the bootstrap interval over orders contains it."""
+    monkeypatch.setattr(sgo_webshop, "RESULTS", tmp_path)
+
+    def run(successes: dict[str, list[bool]]) -> dict[str, object]:
+        r = _result(0.5, {})
+        r["episodes"] = [
+            [t, i, ok, None if ok else "dead_end"] for t, oks in successes.items() for i, ok in enumerate(oks)
+        ]
+        return r
+
+    runs = {
+        ("plain", 0): run({"a": [True, False], "b": [False, False]}),
+        ("sgo", 0): run({"a": [True, True], "b": [True, False]}),  # a +0.5, b +0.5
+        ("plain", 1): run({"a": [True, True], "b": [False, False]}),
+        ("sgo", 1): run({"a": [True, False], "b": [False, False]}),  # a -0.5, b 0
+        ("plain", 2): run({"a": [False, False], "b": [False, False]}),  # no SGO seed 2: not paired
+    }
+    for (arm, seed), r in runs.items():
+        (tmp_path / f"webshop_smollm2{sgo_webshop.tag(arm, seed)}.json").write_text(json.dumps(r))
+    o = sgo_webshop.gather([0, 1, 2])["by_orders"]
+    assert o["seeds"] == [0, 1] and o["orders"] == 2
+    mean, lo, hi = o["mean_ci"]
+    assert mean == pytest.approx(0.125)  # orders a: 0.0, b: +0.25
+    assert lo <= mean <= hi and lo >= 0.0 and hi <= 0.25
