@@ -10,7 +10,7 @@ result file exists; one run takes about 1-1.5 h on this 2-core machine. The repo
 result files (``experiments/results/webshop_smollm2<tag>.json``): success and stuck-midway share per seed, the
 mean over seeds with a 95% t-interval, and the paired SGO - plain difference.
 
-Usage (the committed report: `--seeds 0 --report-only --reading experiments/results/sgo_webshop_reading.md`)::
+Usage (the committed report: `--seeds 0,1,2 --report-only --reading experiments/results/sgo_webshop_reading.md`)::
 
     python -m experiments.sgo_webshop --work runs --seeds 0      # run what is missing, then the report
     python -m experiments.sgo_webshop --seeds 0,1,2 --report-only
