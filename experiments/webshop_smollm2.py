@@ -239,10 +239,9 @@ def report(sft: Path, ev: Path, times: dict[str, Any], args: argparse.Namespace)
     fail_rows = "\n".join(f"| {k} | {v} | {pct(v / failed) if failed else '-'} |" for k, v in ranked)
     verdict = "met" if met else "not met"
     precision = "bf16 autocast" if args.bf16 else "fp32"
-    timing = ", ".join(
-        f"{k} {v['seconds'] / 60:.1f} min (" + (f"load {v['load_after']})" if "source" not in v else f"{v['source']})")
-        for k, v in times.items()
-    )
+    # A step timed in an earlier session names where its time comes from instead of the load after it.
+    where = {k: v.get("source") or f"load {v['load_after']}" for k, v in times.items()}
+    timing = ", ".join(f"{k} {v['seconds'] / 60:.1f} min ({where[k]})" for k, v in times.items())
     if losses:
         sft_text = (
             f"{examples} turns of oracle demonstrations from {args.tasks} training orders played through the\n"

@@ -8,14 +8,13 @@ imports run commands -> eval_pool -> (runner, workers), and the workers know not
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from milepost.agent.loop import Job
 from milepost.backends.base import parse_policy_spec
-from milepost.distributed.workers import WorkerKit, play_on_workers
+from milepost.distributed.workers import WorkerKit, default_chunk_size, play_on_workers
 from milepost.envs import make_env
 from milepost.errors import InputError
 from milepost.evaluation.runner import EvalSpec, build_agent, build_policy
@@ -80,7 +79,7 @@ def eval_chunk_size(jobs: int, workers: int, batch_size: int) -> int:
     came back in four 20-minute pieces. Two batches keep the worker's continuous batch full except for each
     call's tail, and bound what a lost or interrupted call costs to two batches' time.
     """
-    return max(1, min(math.ceil(jobs / (2 * workers)), 2 * max(1, batch_size)))
+    return min(default_chunk_size(jobs, workers), 2 * max(1, batch_size))
 
 
 def eval_pool(workers: int) -> RayEvalPool | None:

@@ -139,6 +139,11 @@ class RolloutWorker:
         return [ep.to_dict() for ep in episodes]
 
 
+def default_chunk_size(jobs: int, workers: int) -> int:
+    """Jobs per actor call unless the caller sets it: half the jobs per worker, so a lost call costs little."""
+    return max(1, math.ceil(jobs / (2 * workers)))
+
+
 def worker_gpus() -> float:
     """GPUs each actor asks Ray for: ``MILEPOST_WORKER_GPUS`` (default 0; 1 for an ``hf`` model per GPU, 0.5 for
     two per GPU). Ray hides the GPUs from an actor that asks for none."""
@@ -351,7 +356,7 @@ class WorkerPool:
                 self._restart(i)
         workers = len(self.actors)
         if chunk_size is None:
-            chunk_size = max(1, math.ceil(len(jobs) / (2 * workers)))
+            chunk_size = default_chunk_size(len(jobs), workers)
         recoveries: list[float] = []
         bar = progress_bar(
             total=len(jobs), desc=f"episodes [{workers} workers]", enabled=progress, unit="ep", leave=False
