@@ -128,8 +128,8 @@ def render(g: dict[str, Any], seeds: list[int]) -> str:
         "# Plain agent vs SGO agent on the web shop (SmolLM2-135M + LoRA SFT starts, 1-item orders)",
         "",
         f"Command: `python -m experiments.sgo_webshop --seeds {','.join(map(str, seeds))}`; each run is "
-        f"`python {' '.join(run_argv('ARM', 0, 'runs')[1:-1])} --tag=...` (per-run reports: "
-        "`webshop_smollm2<tag>.md`).",
+        f"`python {' '.join(run_argv('ARM', 0, 'runs')[1:-2])} SEED --tag=TAG` (TAG `_t240` for plain, "
+        "`_sgo_t240` for SGO, then `_sSEED` for seeds above 0; per-run reports: `webshop_smollm2TAG.md`).",
         "",
         f"Both arms: {TASKS} training orders drawn by the seed, one epoch of oracle demonstrations in the arm's own "
         "format (10% of turns an error the oracle recovers from), batch 8, lr 5e-4, LoRA rank 16. Evaluation: the "
