@@ -44,16 +44,29 @@ def _pad_batch(prompts: list[list[int]], pad_id: int, device: torch.device) -> t
 
 
 @torch.no_grad()
-def trunk_features(model: Any, prompts: list[list[int]], pad_id: int, batch_size: int = 64) -> torch.Tensor:
-    """The policy's last-layer hidden state at each prompt's final token, ``(N, H)``, without gradient."""
+def trunk_features(model: Any, prompts: list[list[int]], pad_id: int, batch_size: int = 16) -> torch.Tensor:
+    """The policy's last-layer hidden state at each prompt's final token, ``(N, H)``, without gradient.
+
+    Only the decoder trunk runs (transformers' ``PreTrainedModel.get_decoder``; under a PEFT wrapper, its base
+    model's): its ``last_hidden_state`` is the final-norm output that ``hidden_states[-1]`` of the full model
+    holds. Calling the full model instead makes the output head turn every prompt position into
+    full-vocabulary logits and keeps every layer's hidden states: at SmolLM2's 49,152-token vocabulary, 64
+    prompts of ~600 tokens are 7.5 GB of fp32 logits, and a MiRA run on 2-item web-shop orders was killed for
+    memory at 12.5 GB. A model without ``get_decoder`` falls back to the full forward.
+    """
     device = next(model.parameters()).device
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    decoder = base.get_decoder() if callable(getattr(base, "get_decoder", None)) else None
     was_training = model.training
     model.eval()
     out = []
     for i in range(0, len(prompts), batch_size):
         chunk = prompts[i : i + batch_size]
         ids, mask = _pad_batch(chunk, pad_id, device)
-        hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
+        if decoder is not None:
+            hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        else:
+            hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1]
         last = mask.sum(-1) - 1  # (B,) right padding: index of the final real token
         out.append(hidden[torch.arange(len(chunk), device=device), last].float().cpu())
     model.train(was_training)
