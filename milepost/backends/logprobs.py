@@ -122,10 +122,18 @@ def _forward_params(cls: Any) -> frozenset[str]:
     return _FORWARD_PARAMS[cls]
 
 
-def _base_model(model: Any) -> Any:
-    """The underlying transformers model of a PEFT wrapper (its forward takes ``**kwargs`` only)."""
+def base_model(model: Any) -> Any:
+    """The underlying transformers model of a PEFT wrapper (its forward takes ``**kwargs`` only), else ``model``."""
     get_base = getattr(model, "get_base_model", None)
     return get_base() if callable(get_base) else model
+
+
+def text_decoder(model: Any) -> Any | None:
+    """The text decoder trunk of a causal LM or a PEFT wrapper of one, as transformers'
+    ``PreTrainedModel.get_decoder`` finds it (``model`` / ``language_model`` / ``text_model`` / ``decoder``;
+    modeling_utils.py), without the output head; None for a model without ``get_decoder``."""
+    get_decoder = getattr(base_model(model), "get_decoder", None)
+    return get_decoder() if callable(get_decoder) else None
 
 
 def model_forward(
@@ -142,7 +150,7 @@ def model_forward(
     Works across transformers versions: the KV cache argument is ``cache`` in 5.x and ``past_key_values``
     before; ``logits_to_keep`` (which skips the LM head on positions nobody reads) is used when supported.
     """
-    params = _forward_params(type(_base_model(model)))
+    params = _forward_params(type(base_model(model)))
     kwargs: dict[str, Any] = {
         "input_ids": input_ids,
         "attention_mask": attention_mask,
@@ -219,7 +227,7 @@ def prefill_shared(
 
 def _checkpointing(model: Any) -> bool:
     """Gradient checkpointing turns the KV cache off in training, so a shared prefix cannot be carried over."""
-    base = _base_model(model)
+    base = base_model(model)
     flag = getattr(base, "is_activation_checkpointing", None)  # transformers >= 5; the older name warns there
     if flag is None:
         flag = getattr(base, "is_gradient_checkpointing", False)
@@ -282,7 +290,7 @@ def sequence_logprobs(
     if shared:
         from transformers import DynamicCache  # a plain cache: concatenation keeps the graph for gradients
 
-        cache = DynamicCache(config=_base_model(model).config)
+        cache = DynamicCache(config=base_model(model).config)
         prefill_shared(model, ids, mask, positions, shared, cache)
     # Column width_p - 1 (the last prompt token) predicts the first completion token, and so on.
     head = _output_head(model)
@@ -341,7 +349,7 @@ def chunked_token_logprobs(
 def _output_head(model: Any) -> torch.nn.Module | None:
     """The output projection of a transformers causal LM whose logits are ``lm_head(hidden)`` (softcapped at
     most); None where the forward transforms them otherwise (those are scored from their full logits)."""
-    base = _base_model(model)
+    base = base_model(model)
     get_head = getattr(base, "get_output_embeddings", None)
     head = get_head() if callable(get_head) else None
     config = getattr(base, "config", None)
@@ -354,7 +362,7 @@ def _output_head(model: Any) -> torch.nn.Module | None:
 
 def _head_fn(model: Any, head: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """``head`` followed by the model's final-logit softcapping (Gemma 2 / 3), where it has one."""
-    cap = getattr(getattr(_base_model(model), "config", None), "final_logit_softcapping", None)
+    cap = getattr(getattr(base_model(model), "config", None), "final_logit_softcapping", None)
     if not cap:
         return head
     return lambda h: torch.tanh(head(h) / cap) * cap

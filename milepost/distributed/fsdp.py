@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from milepost.backends.logprobs import base_model, text_decoder
 from milepost.errors import InputError
 
 T = TypeVar("T")
@@ -56,11 +57,12 @@ def world_size() -> int:
 
 def decoder_layers(model: Any) -> list[torch.nn.Module]:
     """The decoder layers of an HF causal LM (``model.model.layers`` for Qwen3 / Llama, found generically)."""
-    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    base = base_model(model)
     # A multimodal model (Gemma 3, Qwen2-VL) also holds its vision tower's layers, which come first in
-    # ``modules()``: search the text decoder that transformers' ``PreTrainedModel.get_decoder`` finds
-    # (language_model / text_model / decoder; modeling_utils.py), and the whole model when there is none.
-    decoder = base.get_decoder() if callable(getattr(base, "get_decoder", None)) else base
+    # ``modules()``: search the text decoder, and the whole model when there is none.
+    decoder = text_decoder(model)
+    if decoder is None:
+        decoder = base
     for module in decoder.modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) and type(module[0]).__name__.endswith("Layer"):
             return list(module)
@@ -226,7 +228,7 @@ class FSDP:
             return None
         from transformers import AutoModelForCausalLM
 
-        base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+        base = base_model(model)
         with torch.device("meta"):
             out = AutoModelForCausalLM.from_config(base.config)
         out.load_state_dict(state, assign=True, strict=False)

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import torch
 
 from milepost.backends.base import Backend, BackendError, parse_policy_spec
+from milepost.backends.logprobs import base_model
 from milepost.errors import InputError
 from milepost.rollout.sizing import (
     ModelShape,
@@ -119,7 +120,7 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
     Raises:
         InputError: an adapter kind whose merge is not W + scale * B @ A (DoRA and other LoRA variants).
     """
-    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    base = base_model(model)
     merged = lora_merged_weights(base)
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
@@ -179,7 +180,7 @@ def write_weights(model: Any, tokenizer: Any, folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "config.json").is_file():
-        base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+        base = base_model(model)
         base.config.save_pretrained(folder)
         generation = getattr(base, "generation_config", None)
         if generation is not None:
@@ -333,7 +334,7 @@ def engine_window(cfg: Any, model: Any, device_memory: int | None = None) -> int
         InputError: a window with no room for the answers, an engine that does not fit, or whole-vocabulary
             log-probs at a large vocabulary.
     """
-    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    base = base_model(model)
     params = sum(p.numel() for n, p in base.named_parameters() if "lora_" not in n)
     shape = ModelShape.from_config(base.config, params)
     rollout, agent = cfg.rollout, cfg.agent

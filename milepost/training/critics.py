@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from milepost.backends.logprobs import text_decoder
 from milepost.backends.tiny import tiny_config
 
 
@@ -55,8 +56,7 @@ def trunk_features(model: Any, prompts: list[list[int]], pad_id: int, batch_size
     memory at 12.5 GB. A model without ``get_decoder`` falls back to the full forward.
     """
     device = next(model.parameters()).device
-    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
-    decoder = base.get_decoder() if callable(getattr(base, "get_decoder", None)) else None
+    decoder = text_decoder(model)
     was_training = model.training
     model.eval()
     out = []

@@ -24,7 +24,7 @@ import torch
 from milepost.agent.loop import BackendPolicy, Job, run_episodes
 from milepost.backends.base import Backend
 from milepost.backends.hf import load_model, resolve_device_dtype
-from milepost.backends.logprobs import sequence_logprobs
+from milepost.backends.logprobs import base_model, sequence_logprobs
 from milepost.config import to_yaml
 from milepost.distributed.fsdp import FSDP
 from milepost.distributed.fsdp import setup as fsdp_setup
@@ -167,7 +167,7 @@ def micro_batches(batch: list[TurnSample], budget: int) -> list[list[TurnSample]
 def enable_activation_checkpointing(model: Any) -> None:
     """Recompute each decoder layer in backward (``rl.activation_checkpointing``), with transformers'
     ``gradient_checkpointing_enable`` in its non-reentrant form (torch.utils.checkpoint, which FSDP2 supports)."""
-    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    base = base_model(model)
     if hasattr(base, "activation_checkpointing_enable"):  # transformers >= 5.x; the older name warns there
         base.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     else:

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
+from milepost.backends.tiny import tiny_config
 from milepost.training.critics import trunk_features
 
 PAD = 0
 
 
 def small_model() -> LlamaForCausalLM:
+    """milepost's own tiny Llama (``tiny_config``) at a test size."""
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=301,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        pad_token_id=PAD,
-    )
+    dims = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
+    cfg = tiny_config("llama", {**dims, "num_attention_heads": 4, "num_key_value_heads": 2}, 301, PAD, 1)
     return LlamaForCausalLM(cfg)
 
 
@@ -70,7 +65,6 @@ def test_a_peft_wrapped_policy_uses_its_base_models_trunk_with_the_adapter() -> 
     assert lora.training  # the mode is restored
     assert calls == []
     with_adapter = reference(lora.get_base_model(), PROMPTS)
-    calls.clear()
     torch.testing.assert_close(feats, with_adapter, atol=1e-5, rtol=1e-5)
     with lora.disable_adapter():
         without = reference(lora.get_base_model(), PROMPTS)
