@@ -73,7 +73,7 @@ def milestone_rewards(ep: Episode, max_steps: int, cfg: MilestoneRewardConfig | 
             last_milestone = step
         if step > cfg.timeout_frac * max_steps:
             reward -= cfg.timeout_penalty
-        if turn.reward_terms["outcome"] > 0:
+        if ep.success and step == len(ep.turns):  # not the web shop's partial credit for a wrong purchase
             reward += cfg.completion_bonus
         out[t] = reward
     return out
@@ -94,8 +94,20 @@ TRAJECTORY_REWARDS: Registry[TrajectoryReward] = Registry("trajectory reward")
 
 @TRAJECTORY_REWARDS.decorator("outcome")
 def outcome_reward(ep: Episode, ctx: RewardContext) -> torch.Tensor:
-    """The sparse outcome: 1 on the turn that solves the task, else 0."""
+    """The environment's outcome term: 1 on the turn that solves the task, else 0, except where the environment
+    pays partial credit for a wrong ending (the web shop: WebShop's graded reward of a wrong purchase)."""
     return torch.tensor([t.reward_terms["outcome"] for t in ep.turns], dtype=torch.float32)
+
+
+@TRAJECTORY_REWARDS.decorator("success")
+def success_reward(ep: Episode, ctx: RewardContext) -> torch.Tensor:
+    """The success bit alone: 1 on the last turn of a solved episode, else 0, whatever partial credit the
+    environment pays (the SGO+MiRA paper's silent outcome reward on WebArena-Lite). Solving ends an episode, so
+    the solving turn is the last one."""
+    out = torch.zeros(len(ep.turns))
+    if ep.turns and ep.success:
+        out[-1] = 1.0
+    return out
 
 
 @TRAJECTORY_REWARDS.decorator("milestone")

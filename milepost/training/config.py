@@ -53,6 +53,8 @@ class Phase:
 
 
 ESTIMATORS = ("paper", "gigpo", "distance")
+OUTCOME_REWARDS = ("outcome", "success")
+"""``rl.reward`` values on the 0/1 outcome scale that MiRA's value critic predicts"""
 
 
 @dataclass
@@ -107,7 +109,9 @@ class RLConfig:
     is_truncate: bool = True
     is_mask: bool = True
     reward: str = "outcome"
-    """trajectory reward r_t: outcome (sparse), milestone (outcome + milestone term), guide (the framework
+    """trajectory reward r_t: outcome (sparse: the environment's outcome term, which on the web shop is WebShop's
+    partial credit for a wrong purchase), success (the success bit alone), milestone (outcome + milestone term),
+    guide (the framework
     guide's milestone reward generator, ``rl.milestone_reward``) or subgoal (milestone-conditioned: 1 on the
     turn that reaches the target subgoal the prompt names, segment returns ending there; needs
     ``agent.agent_kind: subgoal``)"""
@@ -439,10 +443,10 @@ class TrainConfig:
             raise ValueError(
                 "mira.enabled: MiRA's advantages replace subgoal-segmented returns; set rl.subgoal_decomposition false"
             )
-        if self.mira.enabled and self.mira.estimator in ("dr", "td", "gae") and self.rl.reward != "outcome":
+        if self.mira.enabled and self.mira.estimator in ("dr", "td", "gae") and self.rl.reward not in OUTCOME_REWARDS:
             # V(s) is a success probability in [0, 1]; the TD part r~_t + gamma V(s_t+1) - V(s_t) assumes the
             # rewards are on the same 0/1 outcome scale, which milestone / guide rewards (up to ~10) are not.
             raise ValueError(
                 f"mira.estimator {self.mira.estimator}: the value critic predicts the 0/1 outcome, so it needs "
-                f"rl.reward outcome (got {self.rl.reward}); use mira.estimator mc or rl.reward outcome"
+                f"rl.reward outcome or success (got {self.rl.reward}); use mira.estimator mc or rl.reward outcome"
             )
