@@ -249,8 +249,10 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     taken: list[str] = []
     if not args.report_only:
-        # seed-major order: a run stopped for time has whole seeds
-        jobs = [(None, seeds[0], m) for m in modes] + [(a, s, "") for s in seeds for a in args.arm]
+        # seed-major order, so a run stopped for time has whole seeds; the first seed's arms before the start's
+        # evaluation, so the first paired comparison is the first result
+        first = [(a, seeds[0], "") for a in args.arm]
+        jobs = first + [(None, seeds[0], m) for m in modes] + [(a, s, "") for s in seeds[1:] for a in args.arm]
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             futures = {pool.submit(run_job, a, s, arg_dict, warmup, m): (a, s) for a, s, m in jobs}
             for fut in as_completed(futures):
