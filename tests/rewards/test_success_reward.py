@@ -89,4 +89,3 @@ def test_a_solved_episode_pays_the_success_bit_on_its_last_turn() -> None:
 def test_mira_doubly_robust_accepts_the_outcome_scale_rewards(reward: str) -> None:
     cfg = load_config(TrainConfig, None, [f"rl.reward={reward}", "mira.enabled=true", "mira.estimator=dr"])
     assert cfg.rl.reward == reward and cfg.mira.enabled
-
