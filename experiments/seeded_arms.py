@@ -129,20 +129,34 @@ def run_job(
     return f"{arm[0]}-s{seed}", time.perf_counter() - t
 
 
+def outcome_scores(episodes: Path) -> dict[str, float]:
+    """Per level, the mean over episodes of the outcome terms an episode earned: its success on Sudoku and Rush
+    Hour, WebShop's graded reward on the web shop (partial credit for a wrong purchase)."""
+    from milepost.io import read_jsonl
+
+    by_level: dict[str, list[float]] = {}
+    for ep in read_jsonl(episodes):
+        by_level.setdefault(ep["level"], []).append(sum(t["reward_terms"].get("outcome", 0.0) for t in ep["turns"]))
+    return {lv: sum(v) / len(v) for lv, v in by_level.items()}
+
+
 def level_values(run: Path) -> dict[str, dict[str, float]]:
-    """Per level of a run's evaluation: avg@4, pass@4, step accuracy and subgoal share."""
+    """Per level of a run's evaluation: avg@4, pass@4, step accuracy, subgoal share and outcome score."""
     from milepost.evaluation.compare import find_metrics, load_levels
 
     found = find_metrics(run)
     if found is None:
         raise SystemExit(f"seeded_arms: {run} has no evaluation")
     _, rows = load_levels(found)
+    episodes = found.parent / "episodes.jsonl"
+    scores = outcome_scores(episodes) if episodes.is_file() else {}
     return {
         r.level: {
             "avg": r.avg.value,
             "pass4": r.pass_at["4"].value if "4" in r.pass_at else float("nan"),
             "step_accuracy": r.step_accuracy if r.step_accuracy is not None else float("nan"),
             "subgoals": r.subgoal_fraction,
+            "score": scores.get(r.level, float("nan")),
             "tasks": r.tasks,
         }
         for r in rows
@@ -290,6 +304,7 @@ def write_report(
     load: list[float],
     results: Path = RESULTS,
 ) -> None:
+    from milepost.evaluation.compare import find_metrics
     from milepost.evaluation.seeds import mean_interval, plot_seed_curves, seed_table
     from milepost.io import atomic_write_json, atomic_write_text
     from milepost.tables import md_row, md_rule
@@ -297,43 +312,56 @@ def write_report(
     work = Path(args.work)
     runs = {a[0]: [work / f"{a[0]}-s{s}" for s in seeds] for a in args.arm}
     table, data = seed_table(runs)
-    starts = {m: level_values(work / f"start-{m}") for m in modes}
-    start = starts[modes[0]]
-    levels = list(start)
+    # A start not evaluated yet (an interim report while the first seeds finish) is reported as such.
+    starts = {m: level_values(work / f"start-{m}") for m in modes if find_metrics(work / f"start-{m}") is not None}
     per_seed = {arm: {s: level_values(r) for s, r in zip(seeds, rs)} for arm, rs in runs.items()}
     names = list(runs)
     base = names[0]
+    start = starts.get(modes[0], {})
+    levels = list(start or per_seed[base][seeds[0]])
     # start row, then each seed
-    head = ["run", *(f"{lv} {m}" for m in ("avg@4", "pass@4", "step acc.", "subgoals") for lv in levels)]
+    metrics = ("avg", "pass4", "step_accuracy", "subgoals", "score")
+    heads = ("avg@4", "pass@4", "step acc.", "subgoals", "outcome score")
+    head = ["run", *(f"{lv} {m}" for m in heads for lv in levels)]
     lines = [md_row(head), md_rule(len(head))]
 
     def cells(v: dict[str, dict[str, float]]) -> list[str]:
         out = []
-        for key in ("avg", "pass4", "step_accuracy", "subgoals"):
+        for key in metrics:
             out += [f"{100 * v[lv][key]:.1f}" if lv in v and not math.isnan(v[lv][key]) else "-" for lv in levels]
         return out
 
-    for mode, v in starts.items():
-        lines.append(md_row([f"start ({mode} actions)", *cells(v)]))
+    for mode in modes:
+        v = starts.get(mode)
+        lines.append(md_row([f"start ({mode} actions)", *(cells(v) if v else ["not evaluated yet"] * len(levels) * 5)]))
     for arm in names:
         for s in seeds:
             lines.append(md_row([f"{arm} seed {s}", *cells(per_seed[arm][s])]))
     seed_rows = "\n".join(lines) + "\n"
-    diff_lines = [md_row([f"arm - {base}", *levels]), md_rule(len(levels) + 1)]
+    # Paired differences from the first arm: success (avg@4), and the two signals a failed episode still carries,
+    # the subgoals it reached and its outcome score (WebShop's graded reward on the web shop).
     diffs: dict[str, dict[str, Any]] = {}
-    for arm in names[1:]:
-        row = []
-        diffs[arm] = {}
-        for lv in levels:
-            d = [per_seed[arm][s][lv]["avg"] - per_seed[base][s][lv]["avg"] for s in seeds if lv in per_seed[arm][s]]
-            if len(d) < 2:
-                row.append("-")
-                continue
-            m, lo, hi = mean_interval(d)
-            diffs[arm][lv] = {"mean": m, "lo": lo, "hi": hi, "values": d}
-            mark = " *" if lo > 0 or hi < 0 else ""
-            row.append(f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]{mark}")
-        diff_lines.append(md_row([arm, *row]))
+    diff_tables: dict[str, list[str]] = {}
+    for key in ("avg", "subgoals", "score"):
+        diff_lines = [md_row([f"arm - {base}", *levels]), md_rule(len(levels) + 1)]
+        for arm in names[1:]:
+            row = []
+            for lv in levels:
+                d = [
+                    per_seed[arm][s][lv][key] - per_seed[base][s][lv][key]
+                    for s in seeds
+                    if lv in per_seed[arm][s] and lv in per_seed[base][s]
+                ]
+                if len(d) < 2 or any(math.isnan(x) for x in d):
+                    row.append("-")
+                    continue
+                m, lo, hi = mean_interval(d)
+                target = diffs.setdefault(arm, {}) if key == "avg" else diffs.setdefault(f"{arm} {key}", {})
+                target[lv] = {"mean": m, "lo": lo, "hi": hi, "values": d}
+                mark = " *" if lo > 0 or hi < 0 else ""
+                row.append(f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]{mark}")
+            diff_lines.append(md_row([arm, *row]))
+        diff_tables[key] = diff_lines
     halfwidths = {
         lv: [
             100 * (data[a]["levels"][lv]["hi"] - data[a]["levels"][lv]["lo"]) / 2
@@ -342,7 +370,7 @@ def write_report(
         ]
         for lv in levels
     }
-    tasks = {lv: start[lv]["tasks"] for lv in levels}
+    tasks = {lv: (start or per_seed[base][seeds[0]])[lv]["tasks"] for lv in levels}
     title = args.title or args.name.replace("_", " ")
     results.mkdir(parents=True, exist_ok=True)
     png = results / f"{args.name}.png"
@@ -385,7 +413,12 @@ def write_report(
         + "\n## Difference from `"
         + base
         + "` (percentage points, paired over seeds; * = interval excludes 0)\n\n"
-        + "\n".join(diff_lines)
+        + "\n".join(diff_tables["avg"])
+        + "\n\nThe same for the share of subgoals reached (percentage points):\n\n"
+        + "\n".join(diff_tables["subgoals"])
+        + "\n\nThe same for the outcome score (mean outcome terms per episode, x 100: success on Sudoku and Rush Hour, "
+        "WebShop's graded reward of the purchase on the web shop):\n\n"
+        + "\n".join(diff_tables["score"])
         + "\n\nPower: the half-width of an arm's interval is "
         + "; ".join(f"{min(h):.0f}-{max(h):.0f} points at {lv}" for lv, h in halfwidths.items() if h)
         + f". With {len(seeds)} seeds, a difference smaller than about that is not detected.\n\n"

@@ -77,3 +77,28 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "t.png").stat().st_size > 0
     row = next(line for line in md.splitlines() if line.startswith("| strong | +"))
     assert row.endswith("* |") == (diff["lo"] > 0)  # marked only when the interval excludes 0
+    # Rush Hour pays no partial credit: the outcome score is the success rate, seed by seed.
+    for arm in ("weak", "strong"):
+        for s in (0, 1, 2):
+            v = out["per_seed"][arm][str(s)]["4-6"]
+            assert v["score"] == pytest.approx(v["avg"])
+    sub = out["paired_difference"]["strong subgoals"]["4-6"]
+    strong_sub = [out["per_seed"]["strong"][str(s)]["4-6"]["subgoals"] for s in (0, 1, 2)]
+    weak_sub = [out["per_seed"]["weak"][str(s)]["4-6"]["subgoals"] for s in (0, 1, 2)]
+    assert sub["values"] == pytest.approx([a - b for a, b in zip(strong_sub, weak_sub)])
+    assert "The same for the share of subgoals reached" in md and "The same for the outcome score" in md
+
+
+def test_an_interim_report_says_the_start_is_not_evaluated_yet(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "ds", {"train": [], "test": rush_tasks(4, 6, 2)}, {"seed": 3})
+    work = tmp_path / "work"
+    for arm, policy in (("weak", "random"), ("strong", "oracle")):
+        spec = EvalSpec(env="rushhour", data=str(data), policy=policy, n=4, ks=[1, 4], seed=0)
+        evaluate(spec, work / f"{arm}-s0" / "eval", progress=False)
+    args = _args(name="t", title=None, work=str(work), arm=[["weak", "a.yaml"], ["strong", "b.yaml"]])
+    seeded_arms.write_report(args, [0], ["atomic"], 0, {}, [60.0], [1.0], results=tmp_path / "out")
+    md = (tmp_path / "out" / "t.md").read_text()
+    out = json.loads((tmp_path / "out" / "t.json").read_text())
+    assert out["start"] == {} and "| start (atomic actions) | not evaluated yet |" in md
+    assert "2 tasks at 4-6" in md  # the task count comes from the first arm's evaluation
+    assert out["per_seed"]["strong"]["0"]["4-6"]["avg"] == 1.0
