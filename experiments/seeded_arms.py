@@ -129,15 +129,44 @@ def run_job(
     return f"{arm[0]}-s{seed}", time.perf_counter() - t
 
 
-def outcome_scores(episodes: Path) -> dict[str, float]:
-    """Per level, the mean over episodes of the outcome terms an episode earned: its success on Sudoku and Rush
-    Hour, WebShop's graded reward on the web shop (partial credit for a wrong purchase)."""
+def task_values(episodes: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """Per level and task, the mean over its samples of success, subgoal share and outcome score (the outcome
+    terms an episode earned: its success on Sudoku and Rush Hour, WebShop's graded reward of the purchase on the
+    web shop), backend failures left out as the evaluation's metrics leave them out."""
     from milepost.io import read_jsonl
 
-    by_level: dict[str, list[float]] = {}
+    rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
     for ep in read_jsonl(episodes):
-        by_level.setdefault(ep["level"], []).append(sum(t["reward_terms"].get("outcome", 0.0) for t in ep["turns"]))
-    return {lv: sum(v) / len(v) for lv, v in by_level.items()}
+        if ep["termination"] == "backend_error":
+            continue
+        k = ep["meta"].get("num_subgoals")
+        share = ep["meta"].get("subgoals_completed", 0) / k if k else float(ep["success"])
+        score = sum(t["reward_terms"].get("outcome", 0.0) for t in ep["turns"])
+        rows.setdefault(ep["level"], {}).setdefault(ep["task_id"], []).append((float(ep["success"]), share, score))
+    return {
+        lv: {
+            task: {key: sum(v[i] for v in vals) / len(vals) for i, key in enumerate(("avg", "subgoals", "score"))}
+            for task, vals in tasks.items()
+        }
+        for lv, tasks in rows.items()
+    }
+
+
+def by_task_difference(
+    arm: list[dict[str, dict[str, float]]], base: list[dict[str, dict[str, float]]], key: str
+) -> dict[str, Any] | None:
+    """``arm`` - ``base`` in ``key`` per test task (each a seed's tasks at one level), averaged over the seeds, with
+    a 95% bootstrap interval over the tasks: every (arm, seed) plays the same tasks with the same sampling seed,
+    so this interval is about the test tasks with the training seeds held fixed (the t-interval over seeds is
+    about the training seed). None without a task every seed of both arms played."""
+    from milepost.evaluation.metrics import bootstrap_interval
+
+    common = set.intersection(*(set(d) for d in arm + base)) if arm and base else set()
+    if not common:
+        return None
+    values = [sum(a[t][key] - b[t][key] for a, b in zip(arm, base)) / len(arm) for t in sorted(common)]
+    lo, hi = bootstrap_interval(values, resamples=10000)
+    return {"mean": sum(values) / len(values), "lo": lo, "hi": hi, "tasks": len(values)}
 
 
 def level_values(run: Path) -> dict[str, dict[str, float]]:
@@ -149,7 +178,8 @@ def level_values(run: Path) -> dict[str, dict[str, float]]:
         raise SystemExit(f"seeded_arms: {run} has no evaluation")
     _, rows = load_levels(found)
     episodes = found.parent / "episodes.jsonl"
-    scores = outcome_scores(episodes) if episodes.is_file() else {}
+    per_task = task_values(episodes) if episodes.is_file() else {}
+    scores = {lv: sum(t["score"] for t in tasks.values()) / len(tasks) for lv, tasks in per_task.items()}
     return {
         r.level: {
             "avg": r.avg.value,
@@ -338,14 +368,29 @@ def write_report(
         for s in seeds:
             lines.append(md_row([f"{arm} seed {s}", *cells(per_seed[arm][s])]))
     seed_rows = "\n".join(lines) + "\n"
+
     # Paired differences from the first arm: success (avg@4), and the two signals a failed episode still carries,
-    # the subgoals it reached and its outcome score (WebShop's graded reward on the web shop).
+    # the subgoals it reached and its outcome score (WebShop's graded reward on the web shop). Each over the seeds
+    # (a t-interval, 2 seeds or more) and by test task (a bootstrap over the tasks, the training seeds held fixed).
+    def tasks_of(run: Path) -> dict[str, dict[str, dict[str, float]]]:
+        found = find_metrics(run)
+        episodes = found.parent / "episodes.jsonl" if found is not None else None
+        return task_values(episodes) if episodes is not None and episodes.is_file() else {}
+
+    per_task = {arm: [tasks_of(r) for r in rs] for arm, rs in runs.items()}
     diffs: dict[str, dict[str, Any]] = {}
+    by_task: dict[str, dict[str, Any]] = {}
     diff_tables: dict[str, list[str]] = {}
+
+    def interval(m: float, lo: float, hi: float) -> str:
+        return f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]" + (" *" if lo > 0 or hi < 0 else "")
+
     for key in ("avg", "subgoals", "score"):
-        diff_lines = [md_row([f"arm - {base}", *levels]), md_rule(len(levels) + 1)]
+        head = [f"arm - {base}", *(f"{lv} {how}" for lv in levels for how in ("over seeds", "by test task"))]
+        diff_lines = [md_row(head), md_rule(len(head))]
         for arm in names[1:]:
             row = []
+            name = arm if key == "avg" else f"{arm} {key}"
             for lv in levels:
                 d = [
                     per_seed[arm][s][lv][key] - per_seed[base][s][lv][key]
@@ -354,12 +399,18 @@ def write_report(
                 ]
                 if len(d) < 2 or any(math.isnan(x) for x in d):
                     row.append("-")
-                    continue
-                m, lo, hi = mean_interval(d)
-                target = diffs.setdefault(arm, {}) if key == "avg" else diffs.setdefault(f"{arm} {key}", {})
-                target[lv] = {"mean": m, "lo": lo, "hi": hi, "values": d}
-                mark = " *" if lo > 0 or hi < 0 else ""
-                row.append(f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]{mark}")
+                else:
+                    m, lo, hi = mean_interval(d)
+                    diffs.setdefault(name, {})[lv] = {"mean": m, "lo": lo, "hi": hi, "values": d}
+                    row.append(interval(m, lo, hi))
+                paired = by_task_difference(
+                    [t.get(lv, {}) for t in per_task[arm]], [t.get(lv, {}) for t in per_task[base]], key
+                )
+                if paired is None:
+                    row.append("-")
+                else:
+                    by_task.setdefault(name, {})[lv] = paired
+                    row.append(interval(paired["mean"], paired["lo"], paired["hi"]))
             diff_lines.append(md_row([arm, *row]))
         diff_tables[key] = diff_lines
     halfwidths = {
@@ -412,7 +463,9 @@ def write_report(
         + table
         + "\n## Difference from `"
         + base
-        + "` (percentage points, paired over seeds; * = interval excludes 0)\n\n"
+        + "` (percentage points; over seeds: a 95% t-interval of the paired seeds; by test task: a 95% bootstrap "
+        "interval over the test tasks of the per-task difference averaged over the seeds, the training seeds held "
+        "fixed; * = interval excludes 0)\n\n"
         + "\n".join(diff_tables["avg"])
         + "\n\nThe same for the share of subgoals reached (percentage points):\n\n"
         + "\n".join(diff_tables["subgoals"])
@@ -440,6 +493,7 @@ def write_report(
             "per_seed": {a: {str(s): v for s, v in d.items()} for a, d in per_seed.items()},
             "mean_over_seeds": data,
             "paired_difference": diffs,
+            "paired_by_task": by_task,
             "timings_s": timings,
             "walls_s": walls,
             "load": load,

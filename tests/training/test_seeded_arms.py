@@ -76,7 +76,12 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
     assert "`strong`: `b.yaml` with `x=1`" in md
     assert (tmp_path / "out" / "t.png").stat().st_size > 0
     row = next(line for line in md.splitlines() if line.startswith("| strong | +"))
-    assert row.endswith("* |") == (diff["lo"] > 0)  # marked only when the interval excludes 0
+    over_seeds = row.split(" | ")[1]
+    assert over_seeds.endswith("*") == (diff["lo"] > 0)  # marked only when the interval excludes 0
+    # By test task: the per-task differences averaged over seeds have the level's mean difference as their mean.
+    task = out["paired_by_task"]["strong"]["4-6"]
+    assert task["tasks"] == 3 and task["mean"] == pytest.approx(diff["mean"])
+    assert task["lo"] <= task["mean"] <= task["hi"]
     # Rush Hour pays no partial credit: the outcome score is the success rate, seed by seed.
     for arm in ("weak", "strong"):
         for s in (0, 1, 2):
@@ -102,3 +107,7 @@ def test_an_interim_report_says_the_start_is_not_evaluated_yet(tmp_path: Path) -
     assert out["start"] == {} and "| start (atomic actions) | not evaluated yet |" in md
     assert "2 tasks at 4-6" in md  # the task count comes from the first arm's evaluation
     assert out["per_seed"]["strong"]["0"]["4-6"]["avg"] == 1.0
+    # One seed: no interval over seeds, but the difference by test task.
+    weak = out["per_seed"]["weak"]["0"]["4-6"]["avg"]
+    assert out["paired_difference"] == {} and out["paired_by_task"]["strong"]["4-6"]["mean"] == pytest.approx(1 - weak)
+    assert any(line.startswith("| strong | - | +") for line in md.splitlines())
