@@ -5,7 +5,8 @@ The final report is ``seeded_arms.py``'s (3 seeds per arm); this one says what t
 and what each iteration cost, for sizing the rest. An evaluation still running is summarised over the test orders
 whose samples have all finished, and marked as partial::
 
-    python experiments/webshop2_interim.py --work runs/w2arms --arms sparse,mira --seeds 0,1,2 --out webshop2_interim
+    python experiments/webshop2_interim.py --work runs/w2arms --arms sparse,mira --seeds 0,1,2 --out webshop2_interim \\
+        --reading experiments/results/webshop2_interim_reading.md
 
 Writes ``experiments/results/{out}.{md,json,png}``.
 """
@@ -108,6 +109,7 @@ def main() -> None:
     p.add_argument("--arms", default="sparse,mira")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--out", default="webshop2_interim", help="stem of the files in experiments/results/")
+    p.add_argument("--reading", default=None, help="a Markdown file of hand-written reading, kept at the end")
     args = p.parse_args()
     work = Path(args.work)
     if not work.is_dir():
@@ -142,12 +144,18 @@ def main() -> None:
     md = (
         f"# Web shop 2-item orders, comparison 2 while it runs (`{work}`)\n\n"
         f"Command: `python experiments/webshop2_interim.py --work {args.work} --arms {args.arms} --seeds {args.seeds} "
-        f"--out {args.out}`.\n\n## Training iterations so far\n\n" + "\n".join(lines) + "\n\n## Evaluations so far\n\n"
+        f"--out {args.out}"
+        + (f" --reading {args.reading}" if args.reading else "")
+        + "`.\n\n## Training iterations so far\n\n"
+        + "\n".join(lines)
+        + "\n\n## Evaluations so far\n\n"
         "Test split, 2-item orders at goal distance 6-8, 4 samples per order, H_max 30. The outcome score is the mean "
         "of WebShop's graded reward of the purchase (0 without one).\n\n"
         + "\n".join(ev)
         + f"\n\n![iterations]({png.name})\n"
     )
+    if args.reading:
+        md += "\n## Reading (written by hand)\n\n" + Path(args.reading).read_text(encoding="utf-8").strip() + "\n"
     atomic_write_text(RESULTS / f"{args.out}.md", md)
     atomic_write_json(RESULTS / f"{args.out}.json", {"iterations": runs, "evaluations": evals})
     print(md)
