@@ -6,7 +6,7 @@ the terminal potential P(s_T) = 0 makes the purchase the most blamed turn, so Mi
 The run folder is copied first (restoring writes into it), and its ``latest`` pointer set to ``--step``::
 
     python experiments/mira_buy_credit.py --run runs/w2arms/mira-s0 --step 1 \\
-        --episodes runs/w2arms/sparse-s0/eval/episodes.jsonl --out webshop2_mira_buy_credit
+        --episodes runs/w2arms/sparse-s0/eval/episodes.jsonl --limit 80 --out webshop2_mira_buy_credit
 
 Writes ``experiments/results/{out}.{md,json,png}``: per action kind, the turns, the mean advantage the update would
 use (batch-normalised, the step reward included) and the share of its turns with a negative one.
@@ -57,6 +57,8 @@ def main() -> None:
     p.add_argument("--step", type=int, required=True, help="the checkpoint whose critics score the episodes")
     p.add_argument("--episodes", required=True, help="an episodes.jsonl with token ids (an evaluation's)")
     p.add_argument("--out", required=True, help="stem of the files in experiments/results/")
+    p.add_argument("--limit", type=int, default=0, help="score only the first N episodes (0: all)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads")
     args = p.parse_args()
     run, file = Path(args.run), Path(args.episodes)
     ckpt = run / "checkpoints" / f"step-{args.step:06d}"
@@ -65,15 +67,14 @@ def main() -> None:
     if not file.is_file():
         raise SystemExit(f"mira_buy_credit: {file}: no such file")
     episodes = [Episode.from_dict(r) for r in read_jsonl(file)]
-    episodes = [ep for ep in episodes if ep.turns]
+    episodes = [ep for ep in episodes if ep.turns][: args.limit or None]
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "run"
         copy.mkdir()
-        shutil.copy(run / "config.yaml", copy / "config.yaml")
         (copy / "checkpoints").mkdir()
         shutil.copytree(ckpt, copy / "checkpoints" / ckpt.name)
         (copy / "checkpoints" / "latest").write_text(ckpt.name)
-        cfg = load_config(TrainConfig, copy / "config.yaml")
+        cfg = load_config(TrainConfig, run / "config.yaml", [f"threads={args.threads}"])
         if not cfg.mira.enabled:
             raise SystemExit(f"mira_buy_credit: {run} is not a MiRA run")
         rl_run = RLRun(cfg, copy, resume=True)
@@ -118,7 +119,7 @@ def main() -> None:
     md = (
         f"# MiRA's credit per action kind: critics of `{run}` at step {args.step}, on `{file}`\n\n"
         f"Command: `python experiments/mira_buy_credit.py --run {args.run} --step {args.step} --episodes "
-        f"{args.episodes} --out {args.out}`.\n\n{len(episodes)} episodes, "
+        f"{args.episodes} --limit {args.limit} --out {args.out}`.\n\n{len(episodes)} episodes, "
         f"{sum(v['turns'] for v in table.values())} turns, scored as MiRA's update at iteration {args.step + 1} "
         f"would score them (shaping coefficient, doubly-robust estimator and batch normalisation of the run's "
         f"config; `terminal_potential: {cfg.mira.terminal_potential}`).\n\n"
