@@ -129,20 +129,25 @@ def run_job(
     return f"{arm[0]}-s{seed}", time.perf_counter() - t
 
 
+def episode_values(ep: dict[str, Any]) -> tuple[float, float, float]:
+    """(success, subgoal share, outcome score) of one ``episodes.jsonl`` record. The subgoal share is the
+    evaluation's (``milepost.evaluation.metrics``); the outcome score is the sum of the outcome terms it earned:
+    its success on Sudoku and Rush Hour, WebShop's graded reward of the purchase on the web shop."""
+    k = ep["meta"].get("num_subgoals")
+    share = ep["meta"].get("subgoals_completed", 0) / k if k else float(ep["success"])
+    return float(ep["success"]), share, sum(t["reward_terms"].get("outcome", 0.0) for t in ep["turns"])
+
+
 def task_values(episodes: Path) -> dict[str, dict[str, dict[str, float]]]:
-    """Per level and task, the mean over its samples of success, subgoal share and outcome score (the outcome
-    terms an episode earned: its success on Sudoku and Rush Hour, WebShop's graded reward of the purchase on the
-    web shop), backend failures left out as the evaluation's metrics leave them out."""
+    """Per level and task, the mean over its samples of :func:`episode_values`, backend failures left out as
+    the evaluation's metrics leave them out."""
     from milepost.io import read_jsonl
 
     rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
     for ep in read_jsonl(episodes):
         if ep["termination"] == "backend_error":
             continue
-        k = ep["meta"].get("num_subgoals")
-        share = ep["meta"].get("subgoals_completed", 0) / k if k else float(ep["success"])
-        score = sum(t["reward_terms"].get("outcome", 0.0) for t in ep["turns"])
-        rows.setdefault(ep["level"], {}).setdefault(ep["task_id"], []).append((float(ep["success"]), share, score))
+        rows.setdefault(ep["level"], {}).setdefault(ep["task_id"], []).append(episode_values(ep))
     return {
         lv: {
             task: {key: sum(v[i] for v in vals) / len(vals) for i, key in enumerate(("avg", "subgoals", "score"))}
@@ -169,16 +174,27 @@ def by_task_difference(
     return {"mean": sum(values) / len(values), "lo": lo, "hi": hi, "tasks": len(values)}
 
 
-def level_values(run: Path) -> dict[str, dict[str, float]]:
-    """Per level of a run's evaluation: avg@4, pass@4, step accuracy, subgoal share and outcome score."""
+def run_task_values(run: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """:func:`task_values` of a run's evaluation; empty without its episodes."""
+    from milepost.evaluation.compare import find_metrics
+
+    found = find_metrics(run)
+    episodes = found.parent / "episodes.jsonl" if found is not None else None
+    return task_values(episodes) if episodes is not None and episodes.is_file() else {}
+
+
+def level_values(
+    run: Path, per_task: dict[str, dict[str, dict[str, float]]] | None = None
+) -> dict[str, dict[str, float]]:
+    """Per level of a run's evaluation: avg@4, pass@4, step accuracy, subgoal share and outcome score (from
+    ``per_task``, the run's :func:`run_task_values`, read here when not given)."""
     from milepost.evaluation.compare import find_metrics, load_levels
 
     found = find_metrics(run)
     if found is None:
         raise SystemExit(f"seeded_arms: {run} has no evaluation")
     _, rows = load_levels(found)
-    episodes = found.parent / "episodes.jsonl"
-    per_task = task_values(episodes) if episodes.is_file() else {}
+    per_task = run_task_values(run) if per_task is None else per_task
     scores = {lv: sum(t["score"] for t in tasks.values()) / len(tasks) for lv, tasks in per_task.items()}
     return {
         r.level: {
@@ -344,7 +360,8 @@ def write_report(
     table, data = seed_table(runs)
     # A start not evaluated yet (an interim report while the first seeds finish) is reported as such.
     starts = {m: level_values(work / f"start-{m}") for m in modes if find_metrics(work / f"start-{m}") is not None}
-    per_seed = {arm: {s: level_values(r) for s, r in zip(seeds, rs)} for arm, rs in runs.items()}
+    per_task = {arm: [run_task_values(r) for r in rs] for arm, rs in runs.items()}
+    per_seed = {arm: {s: level_values(r, t) for s, r, t in zip(seeds, rs, per_task[arm])} for arm, rs in runs.items()}
     names = list(runs)
     base = names[0]
     start = starts.get(modes[0], {})
@@ -363,7 +380,11 @@ def write_report(
 
     for mode in modes:
         v = starts.get(mode)
-        lines.append(md_row([f"start ({mode} actions)", *(cells(v) if v else ["not evaluated yet"] * len(levels) * 5)]))
+        lines.append(
+            md_row(
+                [f"start ({mode} actions)", *(cells(v) if v else ["not evaluated yet"] * len(levels) * len(metrics))]
+            )
+        )
     for arm in names:
         for s in seeds:
             lines.append(md_row([f"{arm} seed {s}", *cells(per_seed[arm][s])]))
@@ -372,12 +393,6 @@ def write_report(
     # Paired differences from the first arm: success (avg@4), and the two signals a failed episode still carries,
     # the subgoals it reached and its outcome score (WebShop's graded reward on the web shop). Each over the seeds
     # (a t-interval, 2 seeds or more) and by test task (a bootstrap over the tasks, the training seeds held fixed).
-    def tasks_of(run: Path) -> dict[str, dict[str, dict[str, float]]]:
-        found = find_metrics(run)
-        episodes = found.parent / "episodes.jsonl" if found is not None else None
-        return task_values(episodes) if episodes is not None and episodes.is_file() else {}
-
-    per_task = {arm: [tasks_of(r) for r in rs] for arm, rs in runs.items()}
     diffs: dict[str, dict[str, Any]] = {}
     by_task: dict[str, dict[str, Any]] = {}
     diff_tables: dict[str, list[str]] = {}

@@ -47,6 +47,8 @@ def iterations(run: Path) -> list[dict[str, Any]]:
 def evaluation(folder: Path, samples: int = 4) -> dict[str, Any] | None:
     """Success, subgoal share, outcome score (WebShop's graded reward), turns and endings over the test orders
     whose ``samples`` episodes have all finished; None without episodes."""
+    from seeded_arms import episode_values  # a sibling in experiments/
+
     from milepost.io import read_jsonl
 
     file = folder / "episodes.jsonl"
@@ -60,6 +62,7 @@ def evaluation(folder: Path, samples: int = 4) -> dict[str, Any] | None:
     if not episodes:
         return None
     n = len(episodes)
+    values = [episode_values(ep) for ep in episodes]
     endings: dict[str, int] = {}
     for ep in episodes:
         endings[ep["termination"]] = endings.get(ep["termination"], 0) + 1
@@ -67,9 +70,7 @@ def evaluation(folder: Path, samples: int = 4) -> dict[str, Any] | None:
         "orders": len(done),
         "episodes": n,
         "complete": (folder / "metrics.json").is_file(),
-        "success": sum(ep["success"] for ep in episodes) / n,
-        "subgoals": sum(ep["meta"].get("subgoals_completed", 0) / ep["meta"]["num_subgoals"] for ep in episodes) / n,
-        "score": sum(sum(t["reward_terms"]["outcome"] for t in ep["turns"]) for ep in episodes) / n,
+        **{key: sum(v[i] for v in values) / n for i, key in enumerate(("success", "subgoals", "score"))},
         "turns": sum(len(ep["turns"]) for ep in episodes) / n,
         "endings": endings,
         "order_ids": sorted(t for t, eps in by_task.items() if len(eps) >= samples),

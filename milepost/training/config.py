@@ -111,10 +111,9 @@ class RLConfig:
     reward: str = "outcome"
     """trajectory reward r_t: outcome (sparse: the environment's outcome term, which on the web shop is WebShop's
     partial credit for a wrong purchase), success (the success bit alone), milestone (outcome + milestone term),
-    guide (the framework
-    guide's milestone reward generator, ``rl.milestone_reward``) or subgoal (milestone-conditioned: 1 on the
-    turn that reaches the target subgoal the prompt names, segment returns ending there; needs
-    ``agent.agent_kind: subgoal``)"""
+    guide (the framework guide's milestone reward generator, ``rl.milestone_reward``) or subgoal
+    (milestone-conditioned: 1 on the turn that reaches the target subgoal the prompt names, segment returns ending
+    there; needs ``agent.agent_kind: subgoal``)"""
     milestone_reward: MilestoneRewardConfig = field(default_factory=MilestoneRewardConfig)
     curriculum: list[Phase] = field(default_factory=list)
     """horizon curriculum; empty = train on ``data.levels`` throughout"""
