@@ -77,7 +77,7 @@ def test_two_real_processes_play_distinct_episodes_of_one_group(tmp_path: Path) 
     path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    done = subprocess.run([*command, str(script), str(tmp_path)], capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run([*command, str(script), str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert all(r["processes"] == 2 for r in ranks)
