@@ -42,13 +42,22 @@ def action_kind(action: str | None) -> str:
     return "choose an option"
 
 
+def credit_config(run: Path, threads: int, overrides: list[str]) -> Any:
+    """The run's training config as the scoring uses it: its own ``config.yaml``, ``threads`` and ``overrides``."""
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    cfg = load_config(TrainConfig, run / "config.yaml", [f"threads={threads}", *overrides])
+    if not cfg.mira.enabled:
+        raise SystemExit(f"mira_buy_credit: {run} is not a MiRA run")
+    return cfg
+
+
 def main() -> None:
     import matplotlib
 
-    from milepost.config import load_config
     from milepost.io import atomic_write_json, atomic_write_text, read_jsonl
     from milepost.tables import md_row, md_rule
-    from milepost.training.config import TrainConfig
     from milepost.training.trainer import RLRun
     from milepost.types import Episode
 
@@ -59,6 +68,14 @@ def main() -> None:
     p.add_argument("--out", required=True, help="stem of the files in experiments/results/")
     p.add_argument("--limit", type=int, default=0, help="score only the first N episodes (0: all)")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override the run's config when scoring (mira.terminal_potential=label: the same critics under the other "
+        "terminal rule)",
+    )
     args = p.parse_args()
     run, file = Path(args.run), Path(args.episodes)
     ckpt = run / "checkpoints" / f"step-{args.step:06d}"
@@ -74,9 +91,7 @@ def main() -> None:
         (copy / "checkpoints").mkdir()
         shutil.copytree(ckpt, copy / "checkpoints" / ckpt.name)
         (copy / "checkpoints" / "latest").write_text(ckpt.name)
-        cfg = load_config(TrainConfig, run / "config.yaml", [f"threads={args.threads}"])
-        if not cfg.mira.enabled:
-            raise SystemExit(f"mira_buy_credit: {run} is not a MiRA run")
+        cfg = credit_config(run, args.threads, args.set)
         rl_run = RLRun(cfg, copy, resume=True)
         assert rl_run.mira is not None
         samples = rl_run.mira.samples(rl_run.model, episodes)
@@ -116,10 +131,11 @@ def main() -> None:
     png = RESULTS / f"{args.out}.png"
     fig.savefig(png, dpi=120)
     plt.close(fig)
+    sets = "".join(f" --set {o}" for o in args.set)
     md = (
         f"# MiRA's credit per action kind: critics of `{run}` at step {args.step}, on `{file}`\n\n"
         f"Command: `python experiments/mira_buy_credit.py --run {args.run} --step {args.step} --episodes "
-        f"{args.episodes} --limit {args.limit} --out {args.out}`.\n\n{len(episodes)} episodes, "
+        f"{args.episodes} --limit {args.limit}{sets} --out {args.out}`.\n\n{len(episodes)} episodes, "
         f"{sum(v['turns'] for v in table.values())} turns, scored as MiRA's update at iteration {args.step + 1} "
         f"would score them (shaping coefficient, doubly-robust estimator and batch normalisation of the run's "
         f"config; `terminal_potential: {cfg.mira.terminal_potential}`).\n\n"

@@ -32,3 +32,15 @@ import mira_buy_credit  # noqa: E402
 )
 def test_each_action_lands_in_its_kind(action: str | None, kind: str) -> None:
     assert mira_buy_credit.action_kind(action) == kind
+
+
+def test_the_scoring_config_takes_overrides_and_refuses_a_run_without_mira(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("mira: {enabled: true}\n")
+    cfg = mira_buy_credit.credit_config(run, 3, ["mira.terminal_potential=label"])
+    assert (cfg.threads, cfg.mira.terminal_potential) == (3, "label")
+    assert mira_buy_credit.credit_config(run, 1, []).mira.terminal_potential == "zero"
+    (run / "config.yaml").write_text("mira: {enabled: false}\n")
+    with pytest.raises(SystemExit, match="not a MiRA run"):
+        mira_buy_credit.credit_config(run, 1, [])
