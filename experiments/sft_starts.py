@@ -543,12 +543,13 @@ def main() -> None:
     log(f"start; load {load()}")
     if args.data and not (work / "data" / "manifest.json").exists():
         shutil.copytree(args.data, work / "data", dirs_exist_ok=True)
+    data = build_data(work, args.levels, args.train, args.test, args.data_seed)
     if args.init:
         from experiments.rushhour_arms import check_start_disjoint
 
-        check_start_disjoint(Path(args.init), work / "data")
+        # After the build: without --data the dataset is built here, and the check reads its test split.
+        check_start_disjoint(Path(args.init), data)
         (work / "init.json").write_text(json.dumps({"init": str(args.init)}) + "\n", encoding="utf-8")
-    data = build_data(work, args.levels, args.train, args.test, args.data_seed)
     timings["data_s"] = time.perf_counter() - wall0
     train_tasks = load_tasks(data, "train")
     test_tasks = load_tasks(data, "test")
