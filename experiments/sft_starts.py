@@ -766,7 +766,8 @@ def main() -> None:
                 break
     timings["wall_s"] = time.perf_counter() - wall0
     onpolicy = pools["onpolicy"]["stats"] if "onpolicy" in pools else None
-    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, onpolicy)
+    n_probe = len(probes["atomic"])  # --probe is a cap: two states per test cluster, 240 for 120 test puzzles
+    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, onpolicy, n_probe)
 
 
 def batch_order(sizes: dict[str, int], batch: int, steps: int, rng: Any) -> list[tuple[str, Any]]:
@@ -845,6 +846,7 @@ def report(
     build_s: float,
     timings: dict[str, float],
     onpolicy: dict[str, Any] | None = None,
+    n_probe: int = 0,
 ) -> None:
     """``experiments/results/sft_starts{tag}.{md,json,png}``: settings, the curve and the final numbers."""
     import matplotlib
@@ -964,7 +966,7 @@ puzzles (other clusters than every training puzzle: `datasets.check_disjoint`), 
 in the episode evaluation (`evaluate_policy`, {args.n} samples per task at the agent's temperature 0.8, H_max 30;
 in slide mode H_max 20 and the distances in slide moves).
 
-Probe: greedy one-step answers on {args.probe} held-out states of the test clusters: share that is an optimal move
+Probe: greedy one-step answers on {n_probe} held-out states of the test clusters: share that is an optimal move
 (brings the state one step closer) and share that is legal. Episode step accuracy: the project's metric, actions
 that reduce the goal distance per attempted action (an unparsable answer is one failed attempt), over the
 evaluation's episodes: an optimal-move rate on the states the policy reaches.
