@@ -767,7 +767,7 @@ def main() -> None:
     timings["wall_s"] = time.perf_counter() - wall0
     onpolicy = pools["onpolicy"]["stats"] if "onpolicy" in pools else None
     n_probe = len(probes["atomic"])  # --probe is a cap: two states per test cluster, 240 for 120 test puzzles
-    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, onpolicy, n_probe)
+    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, n_probe, onpolicy)
 
 
 def batch_order(sizes: dict[str, int], batch: int, steps: int, rng: Any) -> list[tuple[str, Any]]:
@@ -845,8 +845,8 @@ def report(
     n_test: int,
     build_s: float,
     timings: dict[str, float],
+    n_probe: int,
     onpolicy: dict[str, Any] | None = None,
-    n_probe: int = 0,
 ) -> None:
     """``experiments/results/sft_starts{tag}.{md,json,png}``: settings, the curve and the final numbers."""
     import matplotlib
