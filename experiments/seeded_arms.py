@@ -29,6 +29,7 @@ import math
 import os
 import shlex
 import sys
+import textwrap
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -239,7 +240,8 @@ def plot(path: Path, data: dict[str, Any], start: dict[str, dict[str, float]], l
         ax.set_title(f"level {level}")
         ax.set_ylabel("avg@4 (%)")
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(title, fontsize=10)
+    # about 11 characters per inch at this size: a long title is wrapped, not cut at the figure's edges
+    fig.suptitle(textwrap.fill(title, width=max(40, int(11 * fig.get_figwidth()))), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
