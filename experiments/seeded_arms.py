@@ -2,9 +2,11 @@
 
 Each arm is a training config (``configs/tiny-cpu/*.yaml``) plus overrides; each (arm, seed) is one RL run from
 ``--start`` on ``--data``'s training split at ``--levels``, then one evaluation on the test split at
-``--eval-levels`` (``--eval-limit`` tasks per level, n = 4 samples). The start itself is evaluated once with the
-same settings. The report gives, per arm and level, the mean avg@4 over seeds with a 95% t-interval across seeds
-(``milepost.evaluation.seeds``), each seed's value, and each arm's difference from the first arm as a paired
+``--eval-levels`` (``--eval-limit`` tasks per level, n = 4 samples). The start itself is evaluated with the same
+settings under every seed's sampling seed: one policy's score moves with the sampling seed alone (on Rush Hour 7-9,
+40 tasks x 4, one start gave 8.1, 1.9 and 5.0%), and an arm is read against that spread. The report gives, per
+arm and level, the mean avg@4 over seeds with a 95% t-interval across seeds (``milepost.evaluation.seeds``), each
+seed's value, and each arm's difference from the first arm as a paired
 t-interval over seeds (a seed shares its evaluation tasks and sampling seed across arms). Equal budget: an arm
 whose MiRA critics spend warm-up batches gets that many fewer policy updates, so every arm plays the same number
 of training episodes (the sparse arm gets the MiRA warm-up count as extra iterations).
@@ -89,6 +91,13 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
 TAKEN = "(taken by another invocation)"
 
 
+def start_dir(work: Path, mode: str, seed: int, first: int) -> Path:
+    """The start's evaluation folder in action mode ``mode`` under sampling seed ``seed``: ``start-{mode}`` for
+    the first seed (the name of runs made before the start had one evaluation per seed), else
+    ``start-{mode}-s{seed}``."""
+    return work / (f"start-{mode}" if seed == first else f"start-{mode}-s{seed}")
+
+
 def run_job(
     arm: list[str] | None, seed: int, arg_dict: dict[str, Any], warmup: int, mode: str = ""
 ) -> tuple[str, float]:
@@ -108,10 +117,10 @@ def run_job(
     work = Path(args.work)
     if arm is None:
         cfg = next(c for a in args.arm if (c := arm_config(a, seed, args, warmup)).env.action_mode == mode)
-        target = work / f"start-{mode}"
+        target = start_dir(work, mode, seed, int(args.seeds.split(",")[0]))
         if not (target / "metrics.json").exists():
             evaluate_policy(cfg, HFBackend(args.start), target, f"start ({mode})", progress=False)
-        return f"start-{mode}", time.perf_counter() - t
+        return target.name, time.perf_counter() - t
     cfg = arm_config(arm, seed, args, warmup)
     run_dir = work / f"{arm[0]}-s{seed}"
     final = run_dir / "final"
@@ -210,7 +219,9 @@ def level_values(
     }
 
 
-def plot(path: Path, data: dict[str, Any], start: dict[str, dict[str, float]], levels: list[str], title: str) -> None:
+def plot(path: Path, data: dict[str, Any], start: dict[str, dict[str, Any]], levels: list[str], title: str) -> None:
+    """Mean and interval per arm and level, every seed as a dot; ``start`` (level -> mean and values over the
+    sampling seeds) as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -233,7 +244,14 @@ def plot(path: Path, data: dict[str, Any], start: dict[str, dict[str, float]], l
                 [i + (j - (len(vals) - 1) / 2) * 0.12 for j in range(len(vals))], vals, color="black", s=10, zorder=3
             )
         if level in start:
-            ax.axhline(100 * start[level]["avg"], color="grey", linestyle="--", linewidth=1, label="start")
+            n = len(start[level]["values"])
+            ax.axhline(
+                100 * start[level]["mean"],
+                color="grey",
+                linestyle="--",
+                linewidth=1,
+                label="start" + (f" (mean of {n} seeds)" if n > 1 else ""),
+            )
             ax.legend(fontsize=8)
         ax.set_xticks(range(len(arms)))
         ax.set_xticklabels(arms, rotation=30, ha="right", fontsize=8)
@@ -311,10 +329,9 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     taken: list[str] = []
     if not args.report_only:
-        # seed-major order, so a run stopped for time has whole seeds; the first seed's arms before the start's
-        # evaluation, so the first paired comparison is the first result
-        first = [(a, seeds[0], "") for a in args.arm]
-        jobs = first + [(None, seeds[0], m) for m in modes] + [(a, s, "") for s in seeds[1:] for a in args.arm]
+        # seed-major order, so a run stopped for time has whole seeds; each seed's arms before the start's
+        # evaluation under that seed, so the first paired comparison is the first result
+        jobs = [job for s in seeds for job in [(a, s, "") for a in args.arm] + [(None, s, m) for m in modes]]
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             futures = {pool.submit(run_job, a, s, arg_dict, warmup, m): (a, s) for a, s, m in jobs}
             for fut in as_completed(futures):
@@ -361,7 +378,15 @@ def write_report(
     runs = {a[0]: [work / f"{a[0]}-s{s}" for s in seeds] for a in args.arm}
     table, data = seed_table(runs)
     # A start not evaluated yet (an interim report while the first seeds finish) is reported as such.
-    starts = {m: level_values(work / f"start-{m}") for m in modes if find_metrics(work / f"start-{m}") is not None}
+    start_seeds = {
+        m: {
+            s: level_values(start_dir(work, m, s, seeds[0]))
+            for s in seeds
+            if find_metrics(start_dir(work, m, s, seeds[0])) is not None
+        }
+        for m in modes
+    }
+    starts = {m: v[seeds[0]] for m, v in start_seeds.items() if seeds[0] in v}
     per_task = {arm: [run_task_values(r) for r in rs] for arm, rs in runs.items()}
     per_seed = {arm: {s: level_values(r, t) for s, r, t in zip(seeds, rs, per_task[arm])} for arm, rs in runs.items()}
     names = list(runs)
@@ -381,12 +406,38 @@ def write_report(
         return out
 
     for mode in modes:
-        v = starts.get(mode)
-        lines.append(
-            md_row(
-                [f"start ({mode} actions)", *(cells(v) if v else ["not evaluated yet"] * len(levels) * len(metrics))]
+        for s in seeds:
+            v = start_seeds[mode].get(s)
+            lines.append(
+                md_row(
+                    [
+                        f"start ({mode} actions) seed {s}",
+                        *(cells(v) if v else ["not evaluated yet"] * len(levels) * len(metrics)),
+                    ]
+                )
             )
+    # the start's mean over the sampling seeds it was evaluated under, per mode and level
+    start_mean: dict[str, dict[str, dict[str, Any]]] = {}
+    for mode in modes:
+        for lv in levels:
+            vals = [v[lv]["avg"] for v in start_seeds[mode].values() if lv in v]
+            if vals:
+                m, lo, hi = mean_interval(vals)
+                start_mean.setdefault(mode, {})[lv] = {"mean": m, "lo": lo, "hi": hi, "values": vals}
+    start_line = "".join(
+        f"The start in {mode} actions, evaluated the same way under "
+        f"{len(next(iter(by_level.values()))['values'])} of the {len(seeds)} sampling seeds: "
+        + ", ".join(
+            f"{lv} {100 * e['mean']:.1f}"
+            + (f" [{100 * max(e['lo'], 0):.0f}, {100 * min(e['hi'], 1):.0f}]" if len(e["values"]) > 1 else "")
+            + " ("
+            + ", ".join(f"{100 * x:.1f}" for x in e["values"])
+            + ")"
+            for lv, e in by_level.items()
         )
+        + ".\n"
+        for mode, by_level in start_mean.items()
+    )
     for arm in names:
         for s in seeds:
             lines.append(md_row([f"{arm} seed {s}", *cells(per_seed[arm][s])]))
@@ -442,7 +493,13 @@ def write_report(
     title = args.title or args.name.replace("_", " ")
     results.mkdir(parents=True, exist_ok=True)
     png = results / f"{args.name}.png"
-    plot(png, data, start, levels, f"{title}: mean avg@4 over {len(seeds)} seeds, 95% t-interval, dots = seeds")
+    plot(
+        png,
+        data,
+        start_mean.get(modes[0], {}),
+        levels,
+        f"{title}: mean avg@4 over {len(seeds)} seeds, 95% t-interval, dots = seeds",
+    )
     curves = plot_seed_curves(results / f"{args.name}_training.png", runs)
     arm_lines = "\n".join(
         f"- `{a[0]}`: `{a[1]}`" + (" with " + ", ".join(f"`{o}`" for o in a[2:]) if a[2:] else "") for a in args.arm
@@ -478,6 +535,7 @@ def write_report(
         + (f"; minutes per job: {mins}" if mins else "")
         + ".\n\n## Mean over seeds (avg@4 %, 95% t-interval across seeds)\n\n"
         + table
+        + (f"\n{start_line}" if start_line else "")
         + "\n## Difference from `"
         + base
         + "` (percentage points; over seeds: a 95% t-interval of the paired seeds; by test task: a 95% bootstrap "
@@ -507,6 +565,8 @@ def write_report(
             "arms": {a[0]: a[1:] for a in args.arm},
             "seeds": seeds,
             "start": starts,
+            "start_per_seed": {m: {str(s): v for s, v in d.items()} for m, d in start_seeds.items()},
+            "start_mean_over_seeds": start_mean,
             "per_seed": {a: {str(s): v for s, v in d.items()} for a, d in per_seed.items()},
             "mean_over_seeds": data,
             "paired_difference": diffs,

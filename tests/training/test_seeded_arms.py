@@ -56,7 +56,9 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
         spec = EvalSpec(env="rushhour", data=str(data), policy=policy, n=4, ks=[1, 4], seed=seed)
         evaluate(spec, folder, progress=False)
 
-    run("random", work / "start-atomic", 0)
+    run("random", work / "start-atomic", 0)  # the first seed's folder keeps the name of the older runs
+    run("random", work / "start-atomic-s1", 1)
+    # seed 2's start is not evaluated: the report says so and averages what there is
     for s in (0, 1, 2):
         run("random", work / f"weak-s{s}" / "eval", s)
         run("oracle", work / f"strong-s{s}" / "eval", s)
@@ -72,7 +74,16 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
     diff = out["paired_difference"]["strong"]["4-6"]
     assert diff["mean"] == pytest.approx(1.0 - sum(weak) / 3)
     assert diff["values"] == pytest.approx([1.0 - w for w in weak])
-    assert "| strong | 3 | 100.0 [100, 100] |" in md and "| start (atomic actions) |" in md
+    assert "| strong | 3 | 100.0 [100, 100] |" in md and "| start (atomic actions) seed 0 |" in md
+    assert "| start (atomic actions) seed 2 | not evaluated yet |" in md
+    start = [
+        json.loads((work / d / "metrics.json").read_text())["levels"][0]["avg"]["value"]
+        for d in ("start-atomic", "start-atomic-s1")
+    ]
+    mean = out["start_mean_over_seeds"]["atomic"]["4-6"]
+    assert mean["values"] == start and mean["mean"] == pytest.approx(sum(start) / 2)
+    assert out["start_per_seed"]["atomic"]["1"]["4-6"]["avg"] == start[1]
+    assert "evaluated the same way under 2 of the 3 sampling seeds: 4-6 " in md
     assert "`strong`: `b.yaml` with `x=1`" in md
     assert (tmp_path / "out" / "t.png").stat().st_size > 0
     row = next(line for line in md.splitlines() if line.startswith("| strong | +"))
@@ -104,7 +115,8 @@ def test_an_interim_report_says_the_start_is_not_evaluated_yet(tmp_path: Path) -
     seeded_arms.write_report(args, [0], ["atomic"], 0, {}, [60.0], [1.0], results=tmp_path / "out")
     md = (tmp_path / "out" / "t.md").read_text()
     out = json.loads((tmp_path / "out" / "t.json").read_text())
-    assert out["start"] == {} and "| start (atomic actions) | not evaluated yet |" in md
+    assert out["start"] == {} and "| start (atomic actions) seed 0 | not evaluated yet |" in md
+    assert out["start_mean_over_seeds"] == {} and "evaluated the same way" not in md
     assert "2 tasks at 4-6" in md  # the task count comes from the first arm's evaluation
     assert out["per_seed"]["strong"]["0"]["4-6"]["avg"] == 1.0
     # One seed: no interval over seeds, but the difference by test task.
