@@ -370,7 +370,7 @@ def write_report(
     results: Path = RESULTS,
 ) -> None:
     from milepost.evaluation.compare import find_metrics
-    from milepost.evaluation.seeds import mean_interval, plot_seed_curves, seed_table
+    from milepost.evaluation.seeds import mean_interval, plot_seed_curves, seed_table, share_interval
     from milepost.io import atomic_write_json, atomic_write_text
     from milepost.tables import md_row, md_rule
 
@@ -378,13 +378,10 @@ def write_report(
     runs = {a[0]: [work / f"{a[0]}-s{s}" for s in seeds] for a in args.arm}
     table, data = seed_table(runs)
     # A start not evaluated yet (an interim report while the first seeds finish) is reported as such.
+    start_dirs = {m: {s: start_dir(work, m, s, seeds[0]) for s in seeds} for m in modes}
     start_seeds = {
-        m: {
-            s: level_values(start_dir(work, m, s, seeds[0]))
-            for s in seeds
-            if find_metrics(start_dir(work, m, s, seeds[0])) is not None
-        }
-        for m in modes
+        m: {s: level_values(d) for s, d in dirs.items() if find_metrics(d) is not None}
+        for m, dirs in start_dirs.items()
     }
     starts = {m: v[seeds[0]] for m, v in start_seeds.items() if seeds[0] in v}
     per_task = {arm: [run_task_values(r) for r in rs] for arm, rs in runs.items()}
@@ -425,11 +422,11 @@ def write_report(
                 m, lo, hi = mean_interval(vals)
                 start_mean.setdefault(mode, {})[lv] = {"mean": m, "lo": lo, "hi": hi, "values": vals}
     start_line = "".join(
-        f"The start in {mode} actions, evaluated the same way under "
-        f"{len(next(iter(by_level.values()))['values'])} of the {len(seeds)} sampling seeds: "
+        f"The start in {mode} actions, evaluated the same way under {len(start_seeds[mode])} of the {len(seeds)} "
+        "sampling seeds: "
         + ", ".join(
-            f"{lv} {100 * e['mean']:.1f}"
-            + (f" [{100 * max(e['lo'], 0):.0f}, {100 * min(e['hi'], 1):.0f}]" if len(e["values"]) > 1 else "")
+            f"{lv} "
+            + (share_interval(e["mean"], e["lo"], e["hi"]) if len(e["values"]) > 1 else f"{100 * e['mean']:.1f}")
             + " ("
             + ", ".join(f"{100 * x:.1f}" for x in e["values"])
             + ")"

@@ -38,6 +38,11 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def share_interval(mean: float, lo: float, hi: float) -> str:
+    """A share's mean and interval in %, the interval clipped to [0, 100]: ``"4.6 [0, 10]"``."""
+    return f"{100 * mean:.1f} [{100 * max(0.0, lo):.0f}, {100 * min(1.0, hi):.0f}]"
+
+
 def seed_table(arms: Mapping[str, Sequence[str | Path]]) -> tuple[str, dict[str, Any]]:
     """The Markdown table (arms as rows, levels as columns: mean avg@n [lo, hi] over seeds, in %) and its data.
 
@@ -77,8 +82,7 @@ def seed_table(arms: Mapping[str, Sequence[str | Path]]) -> tuple[str, dict[str,
             if est is None:
                 cells.append("-")
             else:
-                lo, hi = max(0.0, est["lo"]), min(1.0, est["hi"])
-                cells.append(f"{100 * est['mean']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]")
+                cells.append(share_interval(est["mean"], est["lo"], est["hi"]))
         shares = info["max_length_last3"]
         cells.append(f"{100 * sum(shares) / len(shares):.1f}" if shares else "-")
         lines.append(md_row(cells))
