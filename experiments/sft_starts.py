@@ -219,8 +219,9 @@ def onpolicy_examples(
     cfg: Any, backend: Any, tasks: list[Any], *, samples: int, seed: int
 ) -> tuple[list[list[int]], list[list[int]], dict[str, Any]]:
     """Examples on the states the model itself reaches (DAgger, Ross et al. 2011): the model plays ``tasks``
-    (``samples`` episodes each, at the agent's temperature, atomic mode) and every turn's prompt, exactly as it
-    saw it (a rejection line included), gets an optimal move of its state as the target.
+    (``samples`` episodes each, at the agent's temperature, in ``cfg``'s action mode) and every turn's prompt,
+    exactly as it saw it (a rejection line included), gets an optimal move of its state as the target: a
+    one-cell move in atomic mode, a slide that brings the state one move closer in slide mode.
 
     Each turn's state is rebuilt by replaying the actions the environment applied from the puzzle's start, and
     checked against the board the prompt showed. Returns prompts, completions and rollout statistics.
@@ -232,6 +233,7 @@ def onpolicy_examples(
     from milepost.training.setup import agent_settings, env_factory
 
     settings = agent_settings(cfg)
+    metric = METRIC[cfg.env.action_mode]
     jobs = [Job(t, k) for t in tasks for k in range(samples)]
     t0 = time.perf_counter()
     episodes = run_episodes(env_factory(cfg, 6), jobs, BackendPolicy(backend, settings), settings, seed=seed)
@@ -252,7 +254,7 @@ def onpolicy_examples(
                     f"sft_starts: replayed state of {ep.task_id} turn {turn.index} differs from its prompt"
                 )
             rejected += "\nLast answer rejected:" in turn.observation
-            moves = optimal_moves(cluster, state)
+            moves = optimal_moves(cluster, state, metric)
             if moves:
                 move = rng.choice(moves)
                 prompts_out.append(list(turn.prompt_ids))
@@ -479,10 +481,17 @@ def main() -> None:
         "--onpolicy",
         type=int,
         default=0,
-        help="training puzzles the start model plays (atomic mode, --onpolicy-samples each) before training; "
-        "every turn's prompt, labelled with an optimal move of its state, joins the examples (DAgger)",
+        help="training puzzles the start model plays (in each of --onpolicy-modes, --onpolicy-samples each) "
+        "before training; every turn's prompt, labelled with an optimal move of its state, joins the examples "
+        "(DAgger)",
     )
     p.add_argument("--onpolicy-samples", type=int, default=2)
+    p.add_argument(
+        "--onpolicy-modes",
+        default="atomic",
+        help="action modes the start model plays in for --onpolicy (atomic, slide; slide needs "
+        "--slide-per-cluster): one pool of on-policy examples per mode",
+    )
     p.add_argument(
         "--data-seed",
         type=int,
@@ -520,6 +529,10 @@ def main() -> None:
         "cluster ids of its training puzzles (milepost_train_clusters.json), then exit",
     )
     args = p.parse_args()
+    if args.onpolicy and not set(args.onpolicy_modes.split(",")) <= {"atomic"} | (
+        {"slide"} if args.slide_per_cluster else set()
+    ):
+        p.error(f"--onpolicy-modes {args.onpolicy_modes}: atomic and slide only; slide needs --slide-per-cluster")
     if args.export:
         export(Path(args.work), Path(args.export))
         return
@@ -579,6 +592,7 @@ def main() -> None:
     # One pool of examples per action mode: each has its own goal text (system message), and a batch is
     # drawn from one pool so that the shared-prefix loss runs one system message per step.
     modes = ["atomic"] + (["slide"] if args.slide_per_cluster else [])
+    onpolicy_modes = args.onpolicy_modes.split(",") if args.onpolicy else []
     makers: dict[str, PromptMaker] = {}
     pools: dict[str, dict[str, Any]] = {}
     for mode in modes:
@@ -611,20 +625,23 @@ def main() -> None:
             torch.save(ex, ex_file.with_suffix(".tmp"))
             os.replace(ex_file.with_suffix(".tmp"), ex_file)
         pools[mode] = ex
-    if args.onpolicy:
-        on_file = work / f"onpolicy-{args.onpolicy}-{args.onpolicy_samples}.pt"
+    for mode in onpolicy_modes:
+        suffix = "" if mode == "atomic" else f"-{mode}"  # the atomic pool keeps its earlier file and pool name
+        on_file = work / f"onpolicy-{args.onpolicy}-{args.onpolicy_samples}{suffix}.pt"
         if on_file.exists():
             ex = torch.load(on_file, weights_only=False)
         else:
             picked = random.Random(args.seed).sample(train_tasks, min(args.onpolicy, len(train_tasks)))
             model.eval()
-            pr, co, stats = onpolicy_examples(cfg, backend, picked, samples=args.onpolicy_samples, seed=args.seed)
+            pr, co, stats = onpolicy_examples(
+                mode_config(cfg, mode), backend, picked, samples=args.onpolicy_samples, seed=args.seed
+            )
             model.train()
             ex = {"prompts": pr, "completions": co, "build_s": stats["rollout_s"], "stats": stats}
             torch.save(ex, on_file.with_suffix(".tmp"))
             os.replace(on_file.with_suffix(".tmp"), on_file)
-        log(f"on-policy examples: {json.dumps(ex['stats'])}")
-        pools["onpolicy"] = ex
+        log(f"on-policy examples ({mode}): {json.dumps(ex['stats'])}")
+        pools[f"onpolicy{suffix}"] = ex
     n_ex = sum(len(ex["prompts"]) for ex in pools.values())
     mean_len = sum(len(a) + len(b) for ex in pools.values() for a, b in zip(ex["prompts"], ex["completions"])) / n_ex
     build_s = sum(ex.get("build_s", 0.0) for ex in pools.values())
@@ -765,7 +782,7 @@ def main() -> None:
             if out_of_time:
                 break
     timings["wall_s"] = time.perf_counter() - wall0
-    onpolicy = pools["onpolicy"]["stats"] if "onpolicy" in pools else None
+    onpolicy = {m: pools[f"onpolicy{'' if m == 'atomic' else '-' + m}"]["stats"] for m in onpolicy_modes} or None
     n_probe = len(probes["atomic"])  # --probe is a cap: two states per test cluster, 240 for 120 test puzzles
     report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, n_probe, onpolicy)
 
@@ -910,6 +927,7 @@ def report(
         + (f" --eval-modes {args.eval_modes}" if args.eval_modes != "atomic" else "")
         + (f" --eval-limit {args.eval_limit}" if args.eval_limit != 40 else "")
         + (f" --onpolicy {args.onpolicy} --onpolicy-samples {args.onpolicy_samples}" if args.onpolicy else "")
+        + (f" --onpolicy-modes {args.onpolicy_modes}" if args.onpolicy and args.onpolicy_modes != "atomic" else "")
         + (f" --tag {tag}" if tag else "")
     )
     target = "any optimal move, drawn uniformly" if args.label == "random" else "the oracle's tie-broken optimal move"
@@ -940,13 +958,12 @@ def report(
         else ""
     )
     steps_text = "one-cell steps from the goal"
-    onpolicy_line = (
-        ""
-        if not onpolicy
-        else f"; and {onpolicy['turns']} on-policy examples (DAgger): every turn of {onpolicy['episodes']} episodes "
-        f"the start model played on {args.onpolicy} training puzzles at temperature 0.8 ({onpolicy['solved']} "
-        f"solved, {onpolicy['after_rejection']} turns after a rejection), each prompt as the model saw it with an "
-        "optimal move of its state as the target"
+    onpolicy_line = "".join(
+        f"; and {st['turns']} on-policy examples (DAgger){'' if mode == 'atomic' else ' in ' + mode + ' mode'}: "
+        f"every turn of {st['episodes']} episodes the start model played on {args.onpolicy} training puzzles at "
+        f"temperature 0.8 ({st['solved']} solved, {st['after_rejection']} turns after a rejection), each prompt as "
+        "the model saw it with an optimal move of its state as the target"
+        for mode, st in (onpolicy or {}).items()
     )
     text = (
         f"""# Rush Hour SFT start{f" ({tag})" if tag else ""}

@@ -249,20 +249,24 @@ def test_export_of_a_fine_tuned_model_lists_its_init_models_clusters_too(tmp_pat
     assert (tmp_path / "out" / "config.json").is_file() and not (tmp_path / "out" / "trainer_state.pt").exists()
 
 
-def test_onpolicy_examples_label_the_states_the_model_reached() -> None:
+@pytest.mark.parametrize(
+    ("mode", "model"),
+    [("atomic", "rushhour-sft-steps"), ("slide", "rushhour-sft-d4slide")],  # models that play legal moves
+)
+def test_onpolicy_examples_label_the_states_the_model_reached(mode: str, model: str) -> None:
     import dataclasses
 
     import torch
 
-    from experiments.sft_starts import CONFIGS, onpolicy_examples, optimal_moves
+    from experiments.sft_starts import CONFIGS, METRIC, mode_config, onpolicy_examples, optimal_moves
     from milepost.backends.hf import HFBackend
     from milepost.config import load_config
     from milepost.training.config import TrainConfig
 
     torch.set_num_threads(1)
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-        rush = HFBackend(ROOT / "checkpoints" / "rushhour-sft-steps")  # a model that plays legal moves
-    cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", ["levels=4-6"])
+        rush = HFBackend(ROOT / "checkpoints" / model)
+    cfg = mode_config(load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", ["levels=4-6"]), mode)
     cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_steps=6))
     tasks = rush_tasks(4, 6, 2)
     prompts, completions, stats = onpolicy_examples(cfg, rush, tasks, samples=2, seed=0)
@@ -280,6 +284,10 @@ def test_onpolicy_examples_label_the_states_the_model_reached() -> None:
         board = shown.split("\nLast answer rejected:")[0]
         cluster, state = states[board]
         move = parse_move(tok.decode(c[:-1]).split("ACTION: ")[1])
-        assert move is not None and move in optimal_moves(cluster, state)
+        assert move is not None and move in optimal_moves(cluster, state, METRIC[mode])
         moved += state.key != cluster.start
+        # the prompt is the agent's in this mode: the slide goal asks for move(X, dir, N)
+        assert ("move(X, dir, N)" in tok.decode(p)) == (mode == "slide")
+    if mode == "slide":
+        assert any(parse_move(tok.decode(c[:-1]).split("ACTION: ")[1]).cells > 1 for c in completions)  # type: ignore[union-attr]
     assert moved  # some turns are on states the model's own moves reached, not only the start
