@@ -265,7 +265,8 @@ def plot(path: Path, data: dict[str, Any], start: dict[str, dict[str, Any]], lev
     plt.close(fig)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (also parsed back from a report's recorded command by ``experiments/start_spread.py``)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--name", required=True, help="stem of the result files in experiments/results/")
     p.add_argument("--title", default=None)
@@ -300,7 +301,15 @@ def main() -> None:
         default=None,
         help="a Markdown file of hand-written reading, kept at the end of the report when it is rewritten",
     )
-    args = p.parse_args()
+    return p
+
+
+def check_arms(args: argparse.Namespace) -> tuple[int, list[str]]:
+    """Checks the arms and the start (one-line errors) and returns the MiRA critic warm-up every arm's budget
+    accounts for and the action modes the arms use, in order of first use (the start is evaluated in each)."""
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
     for arm in args.arm:
         if len(arm) < 2:
             raise SystemExit(f"seeded_arms: --arm {arm[0]}: needs a name and a config")
@@ -309,12 +318,6 @@ def main() -> None:
         raise SystemExit(f"seeded_arms: arm names repeat: {names}")
     if not (Path(args.start) / "config.json").is_file():
         raise SystemExit(f"seeded_arms: --start {args.start}: no model directory (config.json) there")
-    seeds = [int(s) for s in args.seeds.split(",")]
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    from milepost.config import load_config
-    from milepost.training.config import TrainConfig
-
     warmups, modes = [], []
     for arm in args.arm:
         cfg = load_config(TrainConfig, config_path(arm[1]), list(arm[2:]) + list(args.set))  # fails early on a bad arm
@@ -322,7 +325,15 @@ def main() -> None:
             warmups.append(cfg.mira.warmup_iterations)
         if cfg.env.action_mode not in modes:
             modes.append(cfg.env.action_mode)
-    warmup = max(warmups, default=0)
+    return max(warmups, default=0), modes
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    warmup, modes = check_arms(args)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
     arg_dict = vars(args)
     timings: dict[str, float] = {}
     started = time.perf_counter()
