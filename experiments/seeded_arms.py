@@ -88,6 +88,13 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
     return dataclasses.replace(cfg, rl=rl)
 
 
+def arm_mode(arm: list[str], args: argparse.Namespace, modes: list[str], warmup: int) -> str:
+    """The action mode an arm plays in (its config read only when the arms use more than one mode)."""
+    if len(modes) == 1:
+        return modes[0]
+    return str(arm_config(arm, int(str(args.seeds).split(",")[0]), args, warmup).env.action_mode)
+
+
 TAKEN = "(taken by another invocation)"
 
 
@@ -489,6 +496,28 @@ def write_report(
                     row.append(interval(paired["mean"], paired["lo"], paired["hi"]))
             diff_lines.append(md_row([arm, *row]))
         diff_tables[key] = diff_lines
+
+    # Each arm against the start in the arm's own action mode, paired by seed (the arm's seed s and the start's
+    # evaluation under seed s share the test tasks and the sampling seed): did training move it at all?
+    head = ["arm - its start", "mode", *levels]
+    start_lines = [md_row(head), md_rule(len(head))]
+    minus_start: dict[str, dict[str, Any]] = {}
+    for arm in args.arm:
+        mode = arm_mode(arm, args, modes, warmup)
+        row = []
+        for lv in levels:
+            d = [
+                per_seed[arm[0]][s][lv]["avg"] - start_seeds[mode][s][lv]["avg"]
+                for s in seeds
+                if s in start_seeds[mode] and lv in start_seeds[mode][s] and lv in per_seed[arm[0]][s]
+            ]
+            if len(d) < 2:
+                row.append("-")
+                continue
+            m, lo, hi = mean_interval(d)
+            minus_start.setdefault(arm[0], {})[lv] = {"mode": mode, "mean": m, "lo": lo, "hi": hi, "values": d}
+            row.append(interval(m, lo, hi) + f" ({', '.join(f'{100 * x:+.1f}' for x in d)})")
+        start_lines.append(md_row([arm[0], mode, *row]))
     halfwidths = {
         lv: [
             100 * (data[a]["levels"][lv]["hi"] - data[a]["levels"][lv]["lo"]) / 2
@@ -555,6 +584,10 @@ def write_report(
         + "\n\nThe same for the outcome score (mean outcome terms per episode, x 100: success on Sudoku and Rush Hour, "
         "WebShop's graded reward of the purchase on the web shop):\n\n"
         + "\n".join(diff_tables["score"])
+        + "\n\n## Difference from the start (percentage points of avg@4; each arm against the start in its own "
+        "action mode, paired by seed: same test tasks, same sampling seed; 95% t-interval over the seeds that have "
+        "both, each seed's difference in brackets; * = interval excludes 0)\n\n"
+        + "\n".join(start_lines)
         + "\n\nPower: the half-width of an arm's interval is "
         + "; ".join(f"{min(h):.0f}-{max(h):.0f} points at {lv}" for lv, h in halfwidths.items() if h)
         + f". With {len(seeds)} seeds, a difference smaller than about that is not detected.\n\n"
@@ -579,6 +612,7 @@ def write_report(
             "mean_over_seeds": data,
             "paired_difference": diffs,
             "paired_by_task": by_task,
+            "minus_start": minus_start,
             "timings_s": timings,
             "walls_s": walls,
             "load": load,

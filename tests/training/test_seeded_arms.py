@@ -103,6 +103,13 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
     weak_sub = [out["per_seed"]["weak"][str(s)]["4-6"]["subgoals"] for s in (0, 1, 2)]
     assert sub["values"] == pytest.approx([a - b for a, b in zip(strong_sub, weak_sub)])
     assert "The same for the share of subgoals reached" in md and "The same for the outcome score" in md
+    # Each arm against the start, paired by the seeds that have both (seed 2's start is not evaluated).
+    for arm in ("weak", "strong"):
+        got = out["minus_start"][arm]["4-6"]
+        mine = [out["per_seed"][arm][str(s)]["4-6"]["avg"] for s in (0, 1)]
+        assert got["values"] == pytest.approx([a - b for a, b in zip(mine, start)]) and got["mode"] == "atomic"
+    line = next(x for x in md.splitlines() if x.startswith("| strong | atomic | +"))
+    assert line.split(" | ")[2].split(" (")[0].endswith("*") == (out["minus_start"]["strong"]["4-6"]["lo"] > 0)
 
 
 def test_an_interim_report_says_the_start_is_not_evaluated_yet(tmp_path: Path) -> None:
