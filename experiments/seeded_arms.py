@@ -95,6 +95,41 @@ def arm_mode(arm: list[str], args: argparse.Namespace, modes: list[str], warmup:
     return str(arm_config(arm, int(str(args.seeds).split(",")[0]), args, warmup).env.action_mode)
 
 
+def signed_interval(m: float, lo: float, hi: float) -> str:
+    """A difference of shares in points with its interval, ``*`` when the interval excludes 0: ``"-2.9 [-5, -1] *"``."""
+    return f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]" + (" *" if lo > 0 or hi < 0 else "")
+
+
+def start_means(
+    start_seeds: dict[str, dict[int, dict[str, dict[str, float]]]], levels: list[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per action mode and level, the start's avg@4 over the sampling seeds it was evaluated under: mean, 95%
+    t-interval and the values (a mode or level with no evaluation is left out)."""
+    from milepost.evaluation.seeds import mean_interval
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for mode, by_seed in start_seeds.items():
+        for lv in levels:
+            vals = [v[lv]["avg"] for v in by_seed.values() if lv in v]
+            if vals:
+                m, lo, hi = mean_interval(vals)
+                out.setdefault(mode, {})[lv] = {"mean": m, "lo": lo, "hi": hi, "values": vals}
+    return out
+
+
+def minus_start(arm: dict[int, float], start: dict[int, float]) -> dict[str, Any] | None:
+    """An arm's avg@4 minus the start's, paired by seed (the arm's seed s and the start under sampling seed s share
+    the test tasks and the sampling seed), over the seeds both have: mean, 95% t-interval and the differences;
+    None with fewer than 2 such seeds."""
+    from milepost.evaluation.seeds import mean_interval
+
+    d = [arm[s] - start[s] for s in arm if s in start]
+    if len(d) < 2:
+        return None
+    m, lo, hi = mean_interval(d)
+    return {"mean": m, "lo": lo, "hi": hi, "values": d}
+
+
 TAKEN = "(taken by another invocation)"
 
 
@@ -431,14 +466,7 @@ def write_report(
                     ]
                 )
             )
-    # the start's mean over the sampling seeds it was evaluated under, per mode and level
-    start_mean: dict[str, dict[str, dict[str, Any]]] = {}
-    for mode in modes:
-        for lv in levels:
-            vals = [v[lv]["avg"] for v in start_seeds[mode].values() if lv in v]
-            if vals:
-                m, lo, hi = mean_interval(vals)
-                start_mean.setdefault(mode, {})[lv] = {"mean": m, "lo": lo, "hi": hi, "values": vals}
+    start_mean = start_means(start_seeds, levels)  # over the sampling seeds the start was evaluated under
     start_line = "".join(
         f"The start in {mode} actions, evaluated the same way under {len(start_seeds[mode])} of the {len(seeds)} "
         "sampling seeds: "
@@ -465,9 +493,6 @@ def write_report(
     by_task: dict[str, dict[str, Any]] = {}
     diff_tables: dict[str, list[str]] = {}
 
-    def interval(m: float, lo: float, hi: float) -> str:
-        return f"{100 * m:+.1f} [{100 * lo:+.0f}, {100 * hi:+.0f}]" + (" *" if lo > 0 or hi < 0 else "")
-
     for key in ("avg", "subgoals", "score"):
         head = [f"arm - {base}", *(f"{lv} {how}" for lv in levels for how in ("over seeds", "by test task"))]
         diff_lines = [md_row(head), md_rule(len(head))]
@@ -485,7 +510,7 @@ def write_report(
                 else:
                     m, lo, hi = mean_interval(d)
                     diffs.setdefault(name, {})[lv] = {"mean": m, "lo": lo, "hi": hi, "values": d}
-                    row.append(interval(m, lo, hi))
+                    row.append(signed_interval(m, lo, hi))
                 paired = by_task_difference(
                     [t.get(lv, {}) for t in per_task[arm]], [t.get(lv, {}) for t in per_task[base]], key
                 )
@@ -493,30 +518,28 @@ def write_report(
                     row.append("-")
                 else:
                     by_task.setdefault(name, {})[lv] = paired
-                    row.append(interval(paired["mean"], paired["lo"], paired["hi"]))
+                    row.append(signed_interval(paired["mean"], paired["lo"], paired["hi"]))
             diff_lines.append(md_row([arm, *row]))
         diff_tables[key] = diff_lines
 
-    # Each arm against the start in the arm's own action mode, paired by seed (the arm's seed s and the start's
-    # evaluation under seed s share the test tasks and the sampling seed): did training move it at all?
+    # Each arm against the start in the arm's own action mode, paired by seed: did training move it at all?
     head = ["arm - its start", "mode", *levels]
     start_lines = [md_row(head), md_rule(len(head))]
-    minus_start: dict[str, dict[str, Any]] = {}
+    vs_start: dict[str, dict[str, Any]] = {}
     for arm in args.arm:
         mode = arm_mode(arm, args, modes, warmup)
         row = []
         for lv in levels:
-            d = [
-                per_seed[arm[0]][s][lv]["avg"] - start_seeds[mode][s][lv]["avg"]
-                for s in seeds
-                if s in start_seeds[mode] and lv in start_seeds[mode][s] and lv in per_seed[arm[0]][s]
-            ]
-            if len(d) < 2:
+            ms = minus_start(
+                {s: v[lv]["avg"] for s, v in per_seed[arm[0]].items() if lv in v},
+                {s: v[lv]["avg"] for s, v in start_seeds[mode].items() if lv in v},
+            )
+            if ms is None:
                 row.append("-")
                 continue
-            m, lo, hi = mean_interval(d)
-            minus_start.setdefault(arm[0], {})[lv] = {"mode": mode, "mean": m, "lo": lo, "hi": hi, "values": d}
-            row.append(interval(m, lo, hi) + f" ({', '.join(f'{100 * x:+.1f}' for x in d)})")
+            vs_start.setdefault(arm[0], {})[lv] = {"mode": mode, **ms}
+            each = ", ".join(f"{100 * x:+.1f}" for x in ms["values"])
+            row.append(f"{signed_interval(ms['mean'], ms['lo'], ms['hi'])} ({each})")
         start_lines.append(md_row([arm[0], mode, *row]))
     halfwidths = {
         lv: [
@@ -612,7 +635,7 @@ def write_report(
             "mean_over_seeds": data,
             "paired_difference": diffs,
             "paired_by_task": by_task,
-            "minus_start": minus_start,
+            "minus_start": vs_start,
             "timings_s": timings,
             "walls_s": walls,
             "load": load,

@@ -593,6 +593,7 @@ def main() -> None:
     # drawn from one pool so that the shared-prefix loss runs one system message per step.
     modes = ["atomic"] + (["slide"] if args.slide_per_cluster else [])
     onpolicy_modes = args.onpolicy_modes.split(",") if args.onpolicy else []
+    onpolicy: dict[str, dict[str, Any]] = {}  # rollout statistics of each mode's on-policy examples
     makers: dict[str, PromptMaker] = {}
     pools: dict[str, dict[str, Any]] = {}
     for mode in modes:
@@ -642,6 +643,7 @@ def main() -> None:
             os.replace(on_file.with_suffix(".tmp"), on_file)
         log(f"on-policy examples ({mode}): {json.dumps(ex['stats'])}")
         pools[f"onpolicy{suffix}"] = ex
+        onpolicy[mode] = ex["stats"]
     n_ex = sum(len(ex["prompts"]) for ex in pools.values())
     mean_len = sum(len(a) + len(b) for ex in pools.values() for a, b in zip(ex["prompts"], ex["completions"])) / n_ex
     build_s = sum(ex.get("build_s", 0.0) for ex in pools.values())
@@ -782,9 +784,8 @@ def main() -> None:
             if out_of_time:
                 break
     timings["wall_s"] = time.perf_counter() - wall0
-    onpolicy = {m: pools[f"onpolicy{'' if m == 'atomic' else '-' + m}"]["stats"] for m in onpolicy_modes} or None
     n_probe = len(probes["atomic"])  # --probe is a cap: two states per test cluster, 240 for 120 test puzzles
-    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, n_probe, onpolicy)
+    report(args, curve, n_ex, mean_len, len(train_tasks), len(test_tasks), build_s, timings, n_probe, onpolicy or None)
 
 
 def batch_order(sizes: dict[str, int], batch: int, steps: int, rng: Any) -> list[tuple[str, Any]]:

@@ -63,8 +63,6 @@ def same_row(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
 
 def spread(name: str, work: Path, data: str | None) -> dict[str, Any]:
     """Evaluate one report's start under every seed and mode; its arms against it, paired by seed."""
-    from milepost.evaluation.seeds import mean_interval
-
     report = json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))
     args = report_args(report, work / name, data)
     warmup, modes = seeded_arms.check_arms(args)
@@ -83,26 +81,17 @@ def spread(name: str, work: Path, data: str | None) -> dict[str, Any]:
         mode: all(same_row(start[mode][seeds[0]][lv], row) for lv, row in report["start"][mode].items())
         for mode in report["start"]
     }
-    arm_mode = {a[0]: seeded_arms.arm_config(a, seeds[0], args, warmup).env.action_mode for a in args.arm}
     levels = list(report["start"][modes[0]])
-    start_mean = {
-        mode: {
-            lv: dict(zip(("mean", "lo", "hi"), mean_interval(vals)), values=vals)
-            for lv in levels
-            if (vals := [start[mode][s][lv]["avg"] for s in seeds])
-        }
-        for mode in modes
-    }
+    start_mean = seeded_arms.start_means(start, levels)
     arms: dict[str, Any] = {}
-    for arm, mode in arm_mode.items():
+    for a in args.arm:
+        mode = seeded_arms.arm_mode(a, args, modes, warmup)
         for lv in levels:
-            values = [report["per_seed"][arm][str(s)][lv]["avg"] for s in seeds]
-            diffs = [v - start[mode][s][lv]["avg"] for v, s in zip(values, seeds)]
-            m, lo, hi = mean_interval(diffs)
-            arms.setdefault(arm, {"mode": mode, "levels": {}})["levels"][lv] = {
-                "values": values,
-                "mean": sum(values) / len(values),
-                "minus_start": {"mean": m, "lo": lo, "hi": hi, "values": diffs},
+            values = {s: report["per_seed"][a[0]][str(s)][lv]["avg"] for s in seeds}
+            arms.setdefault(a[0], {"mode": mode, "levels": {}})["levels"][lv] = {
+                "values": list(values.values()),
+                "mean": sum(values.values()) / len(values),
+                "minus_start": seeded_arms.minus_start(values, {s: v[lv]["avg"] for s, v in start[mode].items()}),
             }
     seeded_arms.plot(
         RESULTS / f"start_spread_{name}.png",
@@ -172,11 +161,10 @@ def write(results: list[dict[str, Any]], cmd: str, wall_s: float) -> None:
             )
         for arm, a in r["arms"].items():
             means = [f"{pct(e['mean'])} ({', '.join(pct(v) for v in e['values'])})" for e in a["levels"].values()]
-            diffs = []
-            for e in a["levels"].values():
-                d = e["minus_start"]
-                star = " *" if d["lo"] > 0 or d["hi"] < 0 else ""
-                diffs.append(f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.0f}, {100 * d['hi']:+.0f}]{star}")
+            diffs = [
+                "-" if (d := e["minus_start"]) is None else seeded_arms.signed_interval(d["mean"], d["lo"], d["hi"])
+                for e in a["levels"].values()
+            ]
             out.append(f"| {arm} | {a['mode']} | " + " | ".join(means + diffs) + " |")
         out += ["", f"![{r['report']}](start_spread_{r['report']}.png)", ""]
     atomic_write_text(RESULTS / "start_spread.md", "\n".join(out))
