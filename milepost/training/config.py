@@ -52,7 +52,7 @@ class Phase:
             raise ValueError(f"curriculum phase {self.levels}: iterations must be >= 1")
 
 
-ESTIMATORS = ("paper", "gigpo", "distance")
+ESTIMATORS = ("paper", "gigpo", "distance", "random")
 OUTCOME_REWARDS = ("outcome", "success")
 """``rl.reward`` values on the 0/1 outcome scale that MiRA's value critic predicts"""
 
@@ -82,7 +82,9 @@ class RLConfig:
     estimator: str = "paper"
     """per-turn advantage: paper (batch-normalised trajectory + alpha * step advantages), gigpo (episode group +
     anchor-state step groups, Feng et al. 2025), distance (the solver's exact distance removed per turn,
-    normalised: an oracle upper bound, not a learner's estimate); ``milepost credit audit`` scores them"""
+    normalised: an oracle upper bound, not a learner's estimate), random (independent N(0, 1) per turn, drawn
+    from the seed and iteration: a control with no information, what the update does to the policy from noise
+    alone); ``milepost credit audit`` scores them"""
     gigpo_gamma: float = 0.95
     """gigpo: discount of the step-level returns (verl-agent's default)"""
     gigpo_omega: float = 1.0

@@ -45,7 +45,7 @@ from milepost.training.checkpoint import (
 )
 from milepost.training.config import Phase, TrainConfig
 from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum
-from milepost.training.estimators import distance_advantages, gigpo_advantages
+from milepost.training.estimators import distance_advantages, gigpo_advantages, random_advantages
 from milepost.training.losses import (
     ISConfig,
     importance_weights,
@@ -93,10 +93,12 @@ def episode_rewards(ep: Episode, cfg: TrainConfig) -> tuple[torch.Tensor, torch.
     return trajectory_rewards(ep, cfg), step_rewards(ep), cuts
 
 
-def batch_advantages(episodes: list[Episode], cfg: TrainConfig) -> list[torch.Tensor]:
+def batch_advantages(episodes: list[Episode], cfg: TrainConfig, iteration: int = 0) -> list[torch.Tensor]:
     """Per-turn advantages A_t of every episode by ``rl.estimator`` (``training.estimators``), the paper's by
-    default (returns.advantages over ``rl``'s settings)."""
+    default (returns.advantages over ``rl``'s settings); ``iteration`` seeds the random control's draws."""
     rl = cfg.rl
+    if rl.estimator == "random":
+        return random_advantages(episodes, seed=cfg.seed * 1_000_003 + iteration)
     if rl.estimator == "gigpo":
         outcomes = [float(ep.success) for ep in episodes]
         return gigpo_advantages(episodes, outcomes, gamma=rl.gigpo_gamma, omega=rl.gigpo_omega)
@@ -117,12 +119,14 @@ def batch_advantages(episodes: list[Episode], cfg: TrainConfig) -> list[torch.Te
     )
 
 
-def turn_samples(episodes: list[Episode], cfg: TrainConfig, adv: list[torch.Tensor] | None = None) -> list[TurnSample]:
-    """The turns that can enter the loss, with their advantages (``adv`` per usable episode, else the
-    paper's advantages)."""
+def turn_samples(
+    episodes: list[Episode], cfg: TrainConfig, adv: list[torch.Tensor] | None = None, iteration: int = 0
+) -> list[TurnSample]:
+    """The turns that can enter the loss, with their advantages (``adv`` per usable episode, else
+    ``rl.estimator``'s of iteration ``iteration``)."""
     usable = [ep for ep in episodes if ep.turns]
     if adv is None:
-        adv = batch_advantages(usable, cfg)
+        adv = batch_advantages(usable, cfg, iteration)
     out = []
     for ep, a in zip(usable, adv):
         for turn, value in zip(ep.turns, a.tolist()):
@@ -553,7 +557,7 @@ class RLRun:
         """The turns that enter the loss with their advantages: MiRA's critics', else ``rl.estimator``'s; and
         MiRA's statistics of them."""
         if self.mira is None:
-            return turn_samples(batch.episodes, self.cfg), {}
+            return turn_samples(batch.episodes, self.cfg, iteration=batch.index), {}
         usable = [ep for ep in batch.episodes if ep.turns]
         batch.critic = self.mira.samples(self.model, usable)
         adv, stats = self.mira.advantages(usable, batch.critic, batch.index)

@@ -134,6 +134,13 @@ def test_trainer_uses_the_configured_estimator() -> None:
     dist = torch.cat(batch_advantages(eps, replace(base, rl=replace(base.rl, estimator="distance"))))
     assert torch.equal(dist, torch.cat(distance_advantages(eps)))
     assert not torch.allclose(paper, dist) and not torch.allclose(paper, gig)
+    # The random control: the same draws for the same seed and iteration (a resumed run replays them), new ones
+    # for the next iteration and for another training seed.
+    rand_cfg = replace(base, rl=replace(base.rl, estimator="random"))
+    first = torch.cat(batch_advantages(eps, rand_cfg, iteration=1))
+    assert torch.equal(first, torch.cat(batch_advantages(eps, rand_cfg, iteration=1)))
+    assert not torch.allclose(first, torch.cat(batch_advantages(eps, rand_cfg, iteration=2)))
+    assert not torch.allclose(first, torch.cat(batch_advantages(eps, replace(rand_cfg, seed=1), iteration=1)))
 
 
 def test_estimator_settings_are_checked() -> None:
