@@ -350,6 +350,7 @@ def check_arms(args: argparse.Namespace) -> tuple[int, list[str]]:
     """Checks the arms and the start (one-line errors) and returns the MiRA critic warm-up every arm's budget
     accounts for and the action modes the arms use, in order of first use (the start is evaluated in each)."""
     from milepost.config import load_config
+    from milepost.errors import InputError
     from milepost.training.config import TrainConfig
 
     for arm in args.arm:
@@ -362,7 +363,10 @@ def check_arms(args: argparse.Namespace) -> tuple[int, list[str]]:
         raise SystemExit(f"seeded_arms: --start {args.start}: no model directory (config.json) there")
     warmups, modes = [], []
     for arm in args.arm:
-        cfg = load_config(TrainConfig, config_path(arm[1]), list(arm[2:]) + list(args.set))  # fails early on a bad arm
+        try:  # fails early on a bad arm, in one line
+            cfg = load_config(TrainConfig, config_path(arm[1]), list(arm[2:]) + list(args.set))
+        except InputError as exc:
+            raise SystemExit(f"seeded_arms: arm {arm[0]}: {exc}") from None
         if cfg.mira.enabled:
             warmups.append(cfg.mira.warmup_iterations)
         if cfg.env.action_mode not in modes:

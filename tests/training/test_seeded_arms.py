@@ -48,6 +48,13 @@ def test_every_arm_plays_the_same_number_of_training_episodes() -> None:
         seeded_arms.arm_config(["mira", "rushhour_mira.yaml", "mira.warmup_iterations=2"], 0, args, warmup=1)
 
 
+def test_a_bad_arm_override_is_one_line_naming_the_arm() -> None:
+    args = _args(arm=[["atomic", "rushhour_atomic.yaml"], ["frozen", "rushhour_atomic.yaml", "rl.lr=0"]])
+    with pytest.raises(SystemExit) as raised:
+        seeded_arms.check_arms(args)
+    assert str(raised.value) == "seeded_arms: arm frozen: rl.lr: must be > 0, got 0.0"
+
+
 def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "ds", {"train": [], "test": rush_tasks(4, 6, 3)}, {"seed": 3})
     work = tmp_path / "work"
