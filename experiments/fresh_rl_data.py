@@ -23,7 +23,6 @@ import argparse
 import copy
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 

@@ -1,0 +1,192 @@
+"""Did RL improve the puzzles it trained on? Each run of a ``seeded_arms`` work folder, and the start, evaluated on
+the very training tasks that run played.
+
+``seeded_arms`` judges an arm on held-out test puzzles. When every arm ends below its start there, two readings
+remain: the update generalises badly (it helps the puzzles it saw and hurts others), or it does not even help the
+puzzles it saw (the update itself points the wrong way). This script separates them. The trainer draws iteration
+``it``'s tasks as ``random.Random(f"{seed}:{it}").sample(pool, tasks_per_iter)`` over the training split at the run's
+levels (``training.trainer.Trainer.collect``, no curriculum), so the tasks a run played are recomputed exactly from
+its ``config.yaml``. Those tasks become a one-split dataset per seed, and the start and each named arm's final
+model are evaluated on it with the run's own evaluation settings (sampling seed = training seed, n = 4).
+
+Usage::
+
+    python -m experiments.trained_tasks_eval --work runs/lr-sweep --arms atomic,random,distance --seeds 0,1,2 \\
+        --out experiments/results/rushhour_rl_recipe_trained_tasks
+
+Writes ``{out}.md`` and ``{out}.json``: avg@4 per policy and seed on the trained tasks, and each arm minus the
+start paired by seed with a t-interval. The evaluations are kept under ``{work}/trained-tasks/`` and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import random
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+
+def run_config(run: Path) -> Any:
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    cfg = load_config(TrainConfig, run / "config.yaml", [])
+    assert isinstance(cfg, TrainConfig)
+    return cfg
+
+
+def trained_tasks(cfg: Any) -> list[Any]:
+    """The distinct tasks a run without a curriculum played, in first-played order (``Trainer.collect``'s draws)."""
+    from milepost.training.setup import select_tasks
+
+    if cfg.rl.curriculum or cfg.mira.enabled:
+        raise SystemExit(f"trained_tasks_eval: {cfg.name}: curriculum or MiRA runs draw their tasks otherwise")
+    pool = select_tasks(cfg, "train")
+    seen: dict[str, Any] = {}
+    for it in range(cfg.rl.iterations):
+        rng = random.Random(f"{cfg.seed}:{it}")
+        for task in rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool))):
+            seen.setdefault(task.task_id, task)
+    return list(seen.values())
+
+
+def evaluate_job(model: str, cfg_run: str, data: str, out: str, label: str) -> str:
+    """One evaluation in a worker process (one torch thread)."""
+    import torch
+
+    from milepost.backends.hf import HFBackend
+    from milepost.training.trainer import evaluate_policy
+
+    torch.set_num_threads(1)
+    if not (Path(out) / "metrics.json").exists():
+        cfg = run_config(Path(cfg_run))
+        cfg = dataclasses.replace(cfg, data=data, eval=dataclasses.replace(cfg.eval, limit=None))
+        evaluate_policy(cfg, HFBackend(model), Path(out), label, progress=False)
+    return out
+
+
+def avg(folder: Path) -> float:
+    levels = json.loads((folder / "metrics.json").read_text())["levels"]
+    total = sum(lv["tasks"] for lv in levels)
+    return sum(lv["avg"]["value"] * lv["tasks"] for lv in levels) / total
+
+
+def plot(path: Path, rows: dict[str, dict[str, Any]], seeds: list[int]) -> None:
+    """Start and final avg@4 per arm, every seed as a line from the start to the final model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(rows), 3.6))
+    for i, r in enumerate(rows.values()):
+        for j, (a, b) in enumerate(zip(r["start"], r["final"])):
+            ax.plot(
+                [i - 0.2, i + 0.2],
+                [100 * a, 100 * b],
+                "-o",
+                color=f"C{j}",
+                ms=4,
+                label=f"seed {seeds[j]}" if i == 0 else None,
+            )
+    ax.set_xticks(range(len(rows)), [f"{arm}\nstart -> final" for arm in rows], fontsize=8)
+    ax.set_ylabel("avg@4 on the run's training tasks (%)")
+    ax.set_title("Did RL improve the puzzles it trained on?", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from milepost.datasets import write_dataset
+    from milepost.evaluation.seeds import mean_interval
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", required=True, help="a seeded_arms work folder")
+    parser.add_argument("--arms", required=True, help="comma list of arm names (runs {arm}-s{seed})")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", required=True, help="result stem (.md and .json are written)")
+    args = parser.parse_args(argv)
+    work, arms, seeds = Path(args.work), args.arms.split(","), [int(s) for s in args.seeds.split(",")]
+    base = work / "trained-tasks"
+    jobs: list[tuple[str, str, str, str, str]] = []
+    counts: dict[int, dict[str, int]] = {}
+    start_runs: dict[str, Path] = {}
+    for seed in seeds:
+        runs = [work / f"{arm}-s{seed}" for arm in arms]
+        missing = [str(r) for r in runs if not (r / "final" / "config.json").exists()]
+        if missing:
+            raise SystemExit(f"trained_tasks_eval: no finished run at {', '.join(missing)}")
+        start = str(run_config(runs[0]).model)
+        counts[seed] = {}
+        for run in runs:
+            cfg = run_config(run)
+            if str(cfg.model) != start:
+                raise SystemExit(f"trained_tasks_eval: {run} starts from {cfg.model}, {runs[0]} from {start}")
+            tasks = trained_tasks(cfg)
+            counts[seed][run.name] = len(tasks)
+            # Runs of one seed that drew the same tasks share one dataset and one evaluation of the start.
+            key = hashlib.sha256(" ".join(t.task_id for t in tasks).encode()).hexdigest()[:10]
+            data = base / f"data-s{seed}-{key}"
+            if not data.exists():
+                write_dataset(data, {"test": [dataclasses.replace(t, split="test") for t in tasks]}, {})
+            start_runs[run.name] = base / f"start-s{seed}-{key}"
+            jobs.append((str(run / "final"), str(run), str(data), str(base / f"{run.name}-final"), run.name))
+            if not any(j[3] == str(start_runs[run.name]) for j in jobs):
+                jobs.append((start, str(run), str(data), str(start_runs[run.name]), "start"))
+    with ProcessPoolExecutor(args.workers) as pool:
+        for done in pool.map(evaluate_job, *zip(*jobs)):
+            print(f"trained_tasks_eval: {done}", flush=True)
+    rows: dict[str, dict[str, Any]] = {}
+    for arm in arms:
+        final = [avg(base / f"{arm}-s{s}-final") for s in seeds]
+        start = [avg(start_runs[f"{arm}-s{s}"]) for s in seeds]
+        diff = [f - s for f, s in zip(final, start)]
+        m, lo, hi = mean_interval(diff)
+        rows[arm] = {
+            "final": final,
+            "start": start,
+            "minus_start": {"mean": m, "lo": lo, "hi": hi, "per_seed": diff},
+            "tasks": [counts[s][f"{arm}-s{s}"] for s in seeds],
+        }
+    out = Path(args.out)
+    lines = [
+        "# Did RL improve the puzzles it trained on?",
+        "",
+        f"Command: `python -m experiments.trained_tasks_eval {' '.join(sys.argv[1:] if argv is None else argv)}`.",
+        "",
+        "Each run's final model and the start, evaluated on the distinct training tasks that run played (recomputed "
+        "from its config: `random.Random(f'{seed}:{it}').sample(pool, tasks_per_iter)` per iteration), with the "
+        "run's evaluation settings (n = 4, sampling seed = training seed). avg@4 in %; the difference is paired by "
+        "seed with a 95% t-interval over the seeds (* = it excludes 0).",
+        "",
+        f"![start and final per seed]({out.name}.png)",
+        "",
+        "| arm | tasks per seed | start | final | final - start |",
+        "|---|---|---|---|---|",
+    ]
+    for arm, r in rows.items():
+        d = r["minus_start"]
+        star = " *" if d["lo"] > 0 or d["hi"] < 0 else ""
+        per = ", ".join(f"{100 * x:+.1f}" for x in d["per_seed"])
+        lines.append(
+            f"| {arm} | {', '.join(map(str, r['tasks']))} | {' / '.join(f'{100 * x:.1f}' for x in r['start'])} | "
+            f"{' / '.join(f'{100 * x:.1f}' for x in r['final'])} | "
+            f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.0f}, {100 * d['hi']:+.0f}]{star} ({per}) |"
+        )
+    plot(out.with_suffix(".png"), rows, seeds)
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps({"arms": rows, "seeds": seeds}, indent=1) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
