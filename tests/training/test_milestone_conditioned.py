@@ -205,9 +205,9 @@ def test_train_rl_plays_with_the_target_prompt(tmp_path: Path, monkeypatch: pyte
     seen: dict[str, Any] = {}
     real_turn_samples = trainer.turn_samples
 
-    def spy(episodes: list[Episode], cfg: TrainConfig, adv: Any = None) -> Any:
+    def spy(episodes: list[Episode], cfg: TrainConfig, adv: Any = None, iteration: int = 0) -> Any:
         seen["episodes"] = episodes
-        seen["samples"] = real_turn_samples(episodes, cfg, adv)
+        seen["samples"] = real_turn_samples(episodes, cfg, adv, iteration)
         return seen["samples"]
 
     monkeypatch.setattr(trainer, "turn_samples", spy)
