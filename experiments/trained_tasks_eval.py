@@ -147,12 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, dict[str, Any]] = {}
     for arm in arms:
         final = [avg(base / f"{arm}-s{s}-final") for s in seeds]
-        start = [avg(start_runs[f"{arm}-s{s}"]) for s in seeds]
-        diff = [f - s for f, s in zip(final, start)]
+        begun = [avg(start_runs[f"{arm}-s{s}"]) for s in seeds]
+        diff = [f - s for f, s in zip(final, begun)]
         m, lo, hi = mean_interval(diff)
         rows[arm] = {
             "final": final,
-            "start": start,
+            "start": begun,
             "minus_start": {"mean": m, "lo": lo, "hi": hi, "per_seed": diff},
             "tasks": [counts[s][f"{arm}-s{s}"] for s in seeds],
         }
