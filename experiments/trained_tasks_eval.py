@@ -174,12 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for arm, r in rows.items():
         d = r["minus_start"]
-        star = " *" if d["lo"] > 0 or d["hi"] < 0 else ""
         per = ", ".join(f"{100 * x:+.1f}" for x in d["per_seed"])
+        if len(seeds) > 1:
+            star = " *" if d["lo"] > 0 or d["hi"] < 0 else ""
+            cell = f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.0f}, {100 * d['hi']:+.0f}]{star} ({per})"
+        else:  # one seed has no interval
+            cell = f"{per} (one seed, no interval)"
         lines.append(
             f"| {arm} | {', '.join(map(str, r['tasks']))} | {' / '.join(f'{100 * x:.1f}' for x in r['start'])} | "
-            f"{' / '.join(f'{100 * x:.1f}' for x in r['final'])} | "
-            f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.0f}, {100 * d['hi']:+.0f}]{star} ({per}) |"
+            f"{' / '.join(f'{100 * x:.1f}' for x in r['final'])} | {cell} |"
         )
     plot(out.with_suffix(".png"), rows, seeds)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
