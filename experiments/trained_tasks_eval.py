@@ -70,6 +70,16 @@ def evaluate_job(model: str, cfg_run: str, data: str, out: str, label: str) -> s
     return out
 
 
+def difference_cell(d: dict[str, Any]) -> str:
+    """``final - start`` in points: mean, t-interval and ``*`` when it excludes 0, then each seed's value; one
+    seed gets no interval (``mean_interval`` of one value is the value itself, which would read as resolved)."""
+    per = ", ".join(f"{100 * x:+.1f}" for x in d["per_seed"])
+    if len(d["per_seed"]) < 2:
+        return f"{per} (one seed, no interval)"
+    star = " *" if d["lo"] > 0 or d["hi"] < 0 else ""
+    return f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.0f}, {100 * d['hi']:+.0f}]{star} ({per})"
+
+
 def avg(folder: Path) -> float:
     levels = json.loads((folder / "metrics.json").read_text())["levels"]
     total = sum(lv["tasks"] for lv in levels)
@@ -173,13 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|",
     ]
     for arm, r in rows.items():
-        d = r["minus_start"]
-        per = ", ".join(f"{100 * x:+.1f}" for x in d["per_seed"])
-        if len(seeds) > 1:
-            star = " *" if d["lo"] > 0 or d["hi"] < 0 else ""
-            cell = f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.0f}, {100 * d['hi']:+.0f}]{star} ({per})"
-        else:  # one seed has no interval
-            cell = f"{per} (one seed, no interval)"
+        cell = difference_cell(r["minus_start"])
         lines.append(
             f"| {arm} | {', '.join(map(str, r['tasks']))} | {' / '.join(f'{100 * x:.1f}' for x in r['start'])} | "
             f"{' / '.join(f'{100 * x:.1f}' for x in r['final'])} | {cell} |"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.trained_tasks_eval import run_config, trained_tasks
+from experiments.trained_tasks_eval import difference_cell, run_config, trained_tasks
 from milepost.training.trainer import train_rl
 from tests.training.test_trainer import _cfg, data4, sft_model, tiny_fixed  # noqa: F401  (fixtures)
 
@@ -27,3 +27,11 @@ def test_a_curriculum_run_is_refused(sft_model: Path, data4: Path) -> None:  # n
     mira = dataclasses.replace(cfg, mira=dataclasses.replace(cfg.mira, enabled=True))
     with pytest.raises(SystemExit, match="draw their tasks otherwise"):
         trained_tasks(mira)
+
+
+def test_the_difference_cell_gives_one_seed_no_interval() -> None:
+    three = {"mean": 0.088, "lo": 0.04, "hi": 0.13, "per_seed": [0.068, 0.091, 0.105]}
+    assert difference_cell(three) == "+8.8 [+4, +13] * (+6.8, +9.1, +10.5)"
+    assert difference_cell(three | {"lo": -0.02}) == "+8.8 [-2, +13] (+6.8, +9.1, +10.5)"
+    one = {"mean": -0.05, "lo": -0.05, "hi": -0.05, "per_seed": [-0.05]}
+    assert difference_cell(one) == "-5.0 (one seed, no interval)"
