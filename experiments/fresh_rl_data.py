@@ -35,11 +35,11 @@ def fresh_split(base: dict[str, list[Any]], fresh: list[Any], per_level: int) ->
     from milepost.datasets import puzzle_key
     from milepost.errors import InputError
 
+    # A Rush Hour task's key is its cluster, which every board of the cluster shares: a repeated board is caught too.
     seen = {puzzle_key(t) for split in base.values() for t in split}
-    boards = {str(t.payload.get("board")) for split in base.values() for t in split}
     kept: dict[str, list[Any]] = {}
     for task in fresh:
-        if puzzle_key(task) in seen or str(task.payload.get("board")) in boards:
+        if puzzle_key(task) in seen:
             continue
         level = kept.setdefault(task.level, [])
         if len(level) < per_level:

@@ -73,17 +73,20 @@ def evaluate_job(model: str, cfg_run: str, data: str, out: str, label: str) -> s
 def difference_cell(d: dict[str, Any]) -> str:
     """``final - start`` in points: mean, t-interval and ``*`` when it excludes 0, then each seed's value; one
     seed gets no interval (``mean_interval`` of one value is the value itself, which would read as resolved)."""
+    from experiments.seeded_arms import signed_interval
+
     per = ", ".join(f"{100 * x:+.1f}" for x in d["per_seed"])
     if len(d["per_seed"]) < 2:
         return f"{per} (one seed, no interval)"
-    star = " *" if d["lo"] > 0 or d["hi"] < 0 else ""
-    return f"{100 * d['mean']:+.1f} [{100 * d['lo']:+.0f}, {100 * d['hi']:+.0f}]{star} ({per})"
+    return f"{signed_interval(d['mean'], d['lo'], d['hi'])} ({per})"
 
 
 def avg(folder: Path) -> float:
-    levels = json.loads((folder / "metrics.json").read_text())["levels"]
-    total = sum(lv["tasks"] for lv in levels)
-    return sum(lv["avg"]["value"] * lv["tasks"] for lv in levels) / total
+    """avg@4 of an evaluation folder over all its tasks (its levels weighted by their task counts)."""
+    from milepost.evaluation.compare import load_levels
+
+    _, levels = load_levels(folder / "metrics.json")
+    return sum(lv.avg.value * lv.tasks for lv in levels) / sum(lv.tasks for lv in levels)
 
 
 def plot(path: Path, rows: dict[str, dict[str, Any]], seeds: list[int]) -> None:
