@@ -55,6 +55,21 @@ def trained_tasks(cfg: Any) -> list[Any]:
     return list(seen.values())
 
 
+def evaluation_key(cfg: Any, tasks: list[Any]) -> str:
+    """What the start's evaluation on ``tasks`` depends on besides the start: the tasks, the environment (a
+    slide-mode run's start is evaluated in slide moves, an atomic one's in one-cell moves), the agent's prompt and
+    sampling settings, the evaluation's settings and the sampling seed. Runs that differ only in training (learning
+    rate, estimator, rewards) get the same key and share one evaluation of the start."""
+    settings = {
+        "tasks": [t.task_id for t in tasks],
+        "env": dataclasses.asdict(cfg.env),
+        "agent": dataclasses.asdict(cfg.agent),
+        "eval": dataclasses.asdict(dataclasses.replace(cfg.eval, limit=None, every=0)),
+        "seed": cfg.seed,
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
 def evaluate_job(model: str, cfg_run: str, data: str, out: str, label: str) -> str:
     """One evaluation in a worker process (one torch thread)."""
     import torch
@@ -145,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"trained_tasks_eval: {run} starts from {cfg.model}, {runs[0]} from {start}")
             tasks = trained_tasks(cfg)
             counts[seed][run.name] = len(tasks)
-            # Runs of one seed that drew the same tasks share one dataset and one evaluation of the start.
-            key = hashlib.sha256(" ".join(t.task_id for t in tasks).encode()).hexdigest()[:10]
+            # Runs of one seed that drew the same tasks and evaluate them alike share one dataset and one
+            # evaluation of the start.
+            key = evaluation_key(cfg, tasks)
             data = base / f"data-s{seed}-{key}"
             if not data.exists():
                 write_dataset(data, {"test": [dataclasses.replace(t, split="test") for t in tasks]}, {})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.trained_tasks_eval import difference_cell, run_config, trained_tasks
+from experiments.trained_tasks_eval import difference_cell, evaluation_key, run_config, trained_tasks
 from milepost.training.trainer import train_rl
 from tests.training.test_trainer import _cfg, data4, sft_model, tiny_fixed  # noqa: F401  (fixtures)
 
@@ -35,3 +35,17 @@ def test_the_difference_cell_gives_one_seed_no_interval() -> None:
     assert difference_cell(three | {"lo": -0.02}) == "+8.8 [-2, +13] (+6.8, +9.1, +10.5)"
     one = {"mean": -0.05, "lo": -0.05, "hi": -0.05, "per_seed": [-0.05]}
     assert difference_cell(one) == "-5.0 (one seed, no interval)"
+
+
+def test_the_start_is_evaluated_once_per_action_mode(sft_model: Path, data4: Path) -> None:  # noqa: F811
+    """A slide-mode arm's start is the start in slide moves: it must not reuse the atomic arm's evaluation of the
+    same tasks, while arms that differ only in training share one."""
+    cfg = _cfg(sft_model, data4)
+    tasks = trained_tasks(cfg)
+    other_lr = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, lr=cfg.rl.lr / 3, estimator="distance"))
+    other_mode = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, action_mode="slide"))
+    other_temperature = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, temperature=0.3))
+    assert evaluation_key(other_lr, tasks) == evaluation_key(cfg, tasks)
+    assert evaluation_key(other_mode, tasks) != evaluation_key(cfg, tasks)
+    assert evaluation_key(other_temperature, tasks) != evaluation_key(cfg, tasks)
+    assert evaluation_key(cfg, tasks[1:]) != evaluation_key(cfg, tasks)
