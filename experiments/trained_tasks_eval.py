@@ -14,8 +14,9 @@ Usage::
     python -m experiments.trained_tasks_eval --work runs/lr-sweep --arms atomic,random,distance --seeds 0,1,2 \\
         --out experiments/results/rushhour_rl_recipe_trained_tasks
 
-Writes ``{out}.md`` and ``{out}.json``: avg@4 per policy and seed on the trained tasks, and each arm minus the
-start paired by seed with a t-interval. The evaluations are kept under ``{work}/trained-tasks/`` and reused.
+Writes ``{out}.md`` and ``{out}.json``: avg@4 per policy and seed on the trained tasks, each arm minus the start
+paired by seed with a t-interval, and each arm's gain minus the first arm's gain (for arms whose starts differ: a
+slide-mode arm's start is evaluated in slide moves). The evaluations are kept under ``{work}/trained-tasks/`` and reused.
 """
 
 from __future__ import annotations
@@ -83,6 +84,19 @@ def evaluate_job(model: str, cfg_run: str, data: str, out: str, label: str) -> s
         cfg = dataclasses.replace(cfg, data=data, eval=dataclasses.replace(cfg.eval, limit=None))
         evaluate_policy(cfg, HFBackend(model), Path(out), label, progress=False)
     return out
+
+
+def add_gain_minus_first(rows: dict[str, dict[str, Any]]) -> None:
+    """Adds ``gain_minus_first`` to every arm after the first: each seed's gain (``final - start``) minus the first
+    arm's gain under that seed, with a t-interval over the seeds. Arms whose starts differ (a slide-mode arm's start
+    is the start in slide moves) are compared by what training added."""
+    from milepost.evaluation.seeds import mean_interval
+
+    first = next(iter(rows.values()))["minus_start"]["per_seed"]
+    for r in list(rows.values())[1:]:
+        rel = [a - b for a, b in zip(r["minus_start"]["per_seed"], first)]
+        m, lo, hi = mean_interval(rel)
+        r["gain_minus_first"] = {"mean": m, "lo": lo, "hi": hi, "per_seed": rel}
 
 
 def difference_cell(d: dict[str, Any]) -> str:
@@ -185,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             "minus_start": {"mean": m, "lo": lo, "hi": hi, "per_seed": diff},
             "tasks": [counts[s][f"{arm}-s{s}"] for s in seeds],
         }
+    base_arm = arms[0]
+    add_gain_minus_first(rows)
     out = Path(args.out)
     lines = [
         "# Did RL improve the puzzles it trained on?",
@@ -194,18 +210,20 @@ def main(argv: list[str] | None = None) -> int:
         "Each run's final model and the start, evaluated on the distinct training tasks that run played (recomputed "
         "from its config: `random.Random(f'{seed}:{it}').sample(pool, tasks_per_iter)` per iteration), with the "
         "run's evaluation settings (n = 4, sampling seed = training seed). avg@4 in %; the difference is paired by "
-        "seed with a 95% t-interval over the seeds (* = it excludes 0).",
+        "seed with a 95% t-interval over the seeds (* = it excludes 0). The last column is each arm's gain minus "
+        f"`{base_arm}`'s gain, paired by seed: what training added, for arms whose starts differ.",
         "",
         f"![start and final per seed]({out.name}.png)",
         "",
-        "| arm | tasks per seed | start | final | final - start |",
-        "|---|---|---|---|---|",
+        f"| arm | tasks per seed | start | final | final - start | gain - {base_arm}'s gain |",
+        "|---|---|---|---|---|---|",
     ]
     for arm, r in rows.items():
         cell = difference_cell(r["minus_start"])
+        rel = difference_cell(r["gain_minus_first"]) if "gain_minus_first" in r else "-"
         lines.append(
             f"| {arm} | {', '.join(map(str, r['tasks']))} | {' / '.join(f'{100 * x:.1f}' for x in r['start'])} | "
-            f"{' / '.join(f'{100 * x:.1f}' for x in r['final'])} | {cell} |"
+            f"{' / '.join(f'{100 * x:.1f}' for x in r['final'])} | {cell} | {rel} |"
         )
     plot(out.with_suffix(".png"), rows, seeds)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")

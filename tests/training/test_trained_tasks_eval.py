@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.trained_tasks_eval import difference_cell, evaluation_key, run_config, trained_tasks
+from experiments.trained_tasks_eval import add_gain_minus_first, difference_cell, evaluation_key, run_config, trained_tasks
 from milepost.training.trainer import train_rl
 from tests.training.test_trainer import _cfg, data4, sft_model, tiny_fixed  # noqa: F401  (fixtures)
 
@@ -49,3 +49,17 @@ def test_the_start_is_evaluated_once_per_action_mode(sft_model: Path, data4: Pat
     assert evaluation_key(other_mode, tasks) != evaluation_key(cfg, tasks)
     assert evaluation_key(other_temperature, tasks) != evaluation_key(cfg, tasks)
     assert evaluation_key(cfg, tasks[1:]) != evaluation_key(cfg, tasks)
+
+
+def test_each_gain_is_compared_with_the_first_arms_gain_seed_by_seed() -> None:
+    rows = {
+        "atomic": {"minus_start": {"per_seed": [0.028, 0.017, 0.023]}},
+        "macro": {"minus_start": {"per_seed": [0.102, 0.085, 0.064]}},
+        "subgoal": {"minus_start": {"per_seed": [0.028, 0.017, 0.023]}},
+    }
+    add_gain_minus_first(rows)
+    assert "gain_minus_first" not in rows["atomic"]
+    macro = rows["macro"]["gain_minus_first"]
+    assert macro["per_seed"] == pytest.approx([0.074, 0.068, 0.041])
+    assert macro["mean"] == pytest.approx(0.061) and 0 < macro["lo"] < 0.061 < macro["hi"]
+    assert rows["subgoal"]["gain_minus_first"]["per_seed"] == pytest.approx([0, 0, 0])
