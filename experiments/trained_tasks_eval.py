@@ -16,7 +16,8 @@ Usage::
 
 Writes ``{out}.md`` and ``{out}.json``: avg@4 per policy and seed on the trained tasks, each arm minus the start
 paired by seed with a t-interval, and each arm's gain minus the first arm's gain (for arms whose starts differ: a
-slide-mode arm's start is evaluated in slide moves). The evaluations are kept under ``{work}/trained-tasks/`` and reused.
+slide-mode arm's start is evaluated in slide moves). The evaluations are kept under ``{work}/trained-tasks/``
+and reused.
 """
 
 from __future__ import annotations

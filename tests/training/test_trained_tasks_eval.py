@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from experiments.trained_tasks_eval import add_gain_minus_first, difference_cell, evaluation_key, run_config, trained_tasks
+from experiments.trained_tasks_eval import (
+    add_gain_minus_first,
+    difference_cell,
+    evaluation_key,
+    run_config,
+    trained_tasks,
+)
 from milepost.training.trainer import train_rl
 from tests.training.test_trainer import _cfg, data4, sft_model, tiny_fixed  # noqa: F401  (fixtures)
 
