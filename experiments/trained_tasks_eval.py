@@ -87,17 +87,21 @@ def evaluate_job(model: str, cfg_run: str, data: str, out: str, label: str) -> s
     return out
 
 
+def paired(per_seed: list[float]) -> dict[str, Any]:
+    """A paired difference: its mean with a 95% t-interval over the seeds, and each seed's value."""
+    from milepost.evaluation.seeds import mean_interval
+
+    m, lo, hi = mean_interval(per_seed)
+    return {"mean": m, "lo": lo, "hi": hi, "per_seed": per_seed}
+
+
 def add_gain_minus_first(rows: dict[str, dict[str, Any]]) -> None:
     """Adds ``gain_minus_first`` to every arm after the first: each seed's gain (``final - start``) minus the first
     arm's gain under that seed, with a t-interval over the seeds. Arms whose starts differ (a slide-mode arm's start
     is the start in slide moves) are compared by what training added."""
-    from milepost.evaluation.seeds import mean_interval
-
     first = next(iter(rows.values()))["minus_start"]["per_seed"]
     for r in list(rows.values())[1:]:
-        rel = [a - b for a, b in zip(r["minus_start"]["per_seed"], first)]
-        m, lo, hi = mean_interval(rel)
-        r["gain_minus_first"] = {"mean": m, "lo": lo, "hi": hi, "per_seed": rel}
+        r["gain_minus_first"] = paired([a - b for a, b in zip(r["minus_start"]["per_seed"], first)])
 
 
 def difference_cell(d: dict[str, Any]) -> str:
@@ -148,7 +152,6 @@ def plot(path: Path, rows: dict[str, dict[str, Any]], seeds: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from milepost.datasets import write_dataset
-    from milepost.evaluation.seeds import mean_interval
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", required=True, help="a seeded_arms work folder")
@@ -175,10 +178,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"trained_tasks_eval: {run} starts from {cfg.model}, {runs[0]} from {start}")
             tasks = trained_tasks(cfg)
             counts[seed][run.name] = len(tasks)
-            # Runs of one seed that drew the same tasks and evaluate them alike share one dataset and one
-            # evaluation of the start.
+            # Runs of one seed that drew the same tasks share one dataset; those that also evaluate them alike
+            # share one evaluation of the start.
             key = evaluation_key(cfg, tasks)
-            data = base / f"data-s{seed}-{key}"
+            tasks_hash = hashlib.sha256(" ".join(t.task_id for t in tasks).encode()).hexdigest()[:10]
+            data = base / f"data-s{seed}-{tasks_hash}"
             if not data.exists():
                 write_dataset(data, {"test": [dataclasses.replace(t, split="test") for t in tasks]}, {})
             start_runs[run.name] = base / f"start-s{seed}-{key}"
@@ -193,11 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         final = [avg(base / f"{arm}-s{s}-final") for s in seeds]
         begun = [avg(start_runs[f"{arm}-s{s}"]) for s in seeds]
         diff = [f - s for f, s in zip(final, begun)]
-        m, lo, hi = mean_interval(diff)
         rows[arm] = {
             "final": final,
             "start": begun,
-            "minus_start": {"mean": m, "lo": lo, "hi": hi, "per_seed": diff},
+            "minus_start": paired(diff),
             "tasks": [counts[s][f"{arm}-s{s}"] for s in seeds],
         }
     base_arm = arms[0]
