@@ -383,6 +383,7 @@ def main() -> None:
     arg_dict = vars(args)
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    began = time.time()  # the epoch span, so a report over several invocations can tell whether they overlapped
     load = [os.getloadavg()[0]]
     taken: list[str] = []
     if not args.report_only:
@@ -405,15 +406,35 @@ def main() -> None:
                 f"seeded_arms: {', '.join(taken)} run in another invocation; rerun with --report-only when it ends"
             )
     walls = [time.perf_counter() - started]
+    spans: list[list[float] | None] = [[began, time.time()]]
     if args.report_only and args.timings_from:
-        walls, load = [], []
+        walls, load, spans = [], [], []
         for f in args.timings_from:
             made = json.loads(Path(f).read_text(encoding="utf-8"))
             for key, secs in made["timings_s"].items():  # a job skipped as finished reports ~0 s
                 timings[key] = max(secs, timings.get(key, 0.0))
-            walls += made.get("walls_s", [made.get("wall_s", 0.0)])
+            made_walls = made.get("walls_s", [made.get("wall_s", 0.0)])
+            walls += made_walls
+            spans += made.get("spans_s", [None] * len(made_walls))  # files written before spans were kept
             load += made["load"]
-    write_report(args, seeds, modes, warmup, timings, walls, load or [0.0])
+    write_report(args, seeds, modes, warmup, timings, walls, load or [0.0], spans=spans)
+
+
+def invocations_phrase(spans: list[list[float] | None]) -> str:
+    """How several invocations on one runs folder shared the machine, from their epoch spans.
+
+    One invocation says nothing. Spans that overlap ran side by side (their job times are inflated by each
+    other); spans that do not ran one after another. A span not recorded (a JSON written before spans were kept)
+    makes the order unknown, and the phrase says only that there were several.
+    """
+    if len(spans) <= 1:
+        return ""
+    if any(s is None for s in spans):
+        return " (separate invocations on the same runs folder)"
+    ordered = sorted((s[0], s[1]) for s in spans if s is not None)
+    overlap = any(nxt[0] < cur[1] for cur, nxt in zip(ordered, ordered[1:]))
+    how = "some side by side" if overlap else "one after another"
+    return f" (invocations on the same runs folder, {how})"
 
 
 def write_report(
@@ -425,6 +446,7 @@ def write_report(
     walls: list[float],
     load: list[float],
     results: Path = RESULTS,
+    spans: list[list[float] | None] | None = None,
 ) -> None:
     from milepost.evaluation.compare import find_metrics
     from milepost.evaluation.seeds import mean_interval, plot_seed_curves, seed_table, share_interval
@@ -593,7 +615,7 @@ def write_report(
         + "\n\n"
         + "Wall time "
         + ", ".join(f"{w / 60:.1f} min" for w in walls)
-        + (" (invocations on the same runs folder, some side by side)" if len(walls) > 1 else "")
+        + invocations_phrase(spans if spans is not None else [None] * len(walls))
         + f"; {args.workers} worker process(es) per invocation, one torch thread each; load average "
         f"{min(load):.1f}-{max(load):.1f} while it ran"
         + (f"; minutes per job: {mins}" if mins else "")
@@ -642,6 +664,7 @@ def write_report(
             "minus_start": vs_start,
             "timings_s": timings,
             "walls_s": walls,
+            "spans_s": spans if spans is not None else [None] * len(walls),
             "load": load,
         },
     )

@@ -137,3 +137,13 @@ def test_an_interim_report_says_the_start_is_not_evaluated_yet(tmp_path: Path) -
     weak = out["per_seed"]["weak"]["0"]["4-6"]["avg"]
     assert out["paired_difference"] == {} and out["paired_by_task"]["strong"]["4-6"]["mean"] == pytest.approx(1 - weak)
     assert any(line.startswith("| strong | - | +") for line in md.splitlines())
+
+
+def test_the_report_says_whether_invocations_overlapped() -> None:
+    # one invocation: nothing to say; spans that overlap ran side by side, spans that do not ran in turn
+    assert seeded_arms.invocations_phrase([[0.0, 10.0]]) == ""
+    assert "one after another" in seeded_arms.invocations_phrase([[20.0, 30.0], [0.0, 10.0]])
+    assert "some side by side" in seeded_arms.invocations_phrase([[0.0, 10.0], [30.0, 40.0], [5.0, 25.0]])
+    # a span not recorded (an invocation JSON written before spans were kept): the order is not claimed
+    unknown = seeded_arms.invocations_phrase([[0.0, 10.0], None])
+    assert "side by side" not in unknown and "after another" not in unknown and "separate" in unknown
