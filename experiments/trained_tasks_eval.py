@@ -6,7 +6,8 @@ remain: the update generalises badly (it helps the puzzles it saw and hurts othe
 puzzles it saw (the update itself points the wrong way). This script separates them. The trainer draws iteration
 ``it``'s tasks as ``random.Random(f"{seed}:{it}").sample(pool, tasks_per_iter)`` over the training split at the run's
 levels (``training.trainer.Trainer.collect``, no curriculum), so the tasks a run played are recomputed exactly from
-its ``config.yaml``. Those tasks become a one-split dataset per seed, and the start and each named arm's final
+its ``config.yaml``; a run that logged its tasks (``metrics.jsonl``'s ``tasks``, every run since 2026-12-05,
+curriculum and MiRA runs included) is read instead. Those tasks become a one-split dataset per seed, and the start and each named arm's final
 model are evaluated on it with the run's own evaluation settings (sampling seed = training seed, n = 4).
 
 Usage::
@@ -42,12 +43,31 @@ def run_config(run: Path) -> Any:
     return cfg
 
 
-def trained_tasks(cfg: Any) -> list[Any]:
-    """The distinct tasks a run without a curriculum played, in first-played order (``Trainer.collect``'s draws)."""
+def trained_tasks(cfg: Any, run: Path | None = None) -> list[Any]:
+    """The distinct tasks a run's policy iterations played, in first-played order.
+
+    A run that logged them (``metrics.jsonl`` rows carry ``tasks``) is read; MiRA's critic warm-up rows are left
+    out, because the policy is not updated on those episodes. An older run without the log is recomputed from
+    ``Trainer.collect``'s draws, which only a run without a curriculum allows."""
+    from milepost.io import read_jsonl
     from milepost.training.setup import select_tasks
 
+    log = run / "metrics.jsonl" if run is not None else None
+    rows = list(read_jsonl(log)) if log is not None and log.is_file() else []
+    played = [r["tasks"] for r in rows if "tasks" in r and r.get("phase") != "warmup"]
+    if rows and played:
+        if len(played) != cfg.rl.iterations:
+            raise SystemExit(f"trained_tasks_eval: {run}: {len(played)} iterations logged, {cfg.rl.iterations} run")
+        by_id = {t.task_id: t for t in select_tasks(cfg, "train", "")}  # every level: a curriculum's phases
+        unknown = sorted({i for ids in played for i in ids} - set(by_id))
+        if unknown:
+            raise SystemExit(f"trained_tasks_eval: {run}: tasks {unknown[:3]} are not in the training split")
+        return [by_id[i] for i in dict.fromkeys(i for ids in played for i in ids)]
     if cfg.rl.curriculum or cfg.mira.enabled:
-        raise SystemExit(f"trained_tasks_eval: {cfg.name}: curriculum or MiRA runs draw their tasks otherwise")
+        raise SystemExit(
+            f"trained_tasks_eval: {cfg.name}: curriculum or MiRA runs draw their tasks otherwise, and this run did "
+            "not log them (metrics.jsonl rows without 'tasks')"
+        )
     pool = select_tasks(cfg, "train")
     seen: dict[str, Any] = {}
     for it in range(cfg.rl.iterations):
@@ -176,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = run_config(run)
             if str(cfg.model) != start:
                 raise SystemExit(f"trained_tasks_eval: {run} starts from {cfg.model}, {runs[0]} from {start}")
-            tasks = trained_tasks(cfg)
+            tasks = trained_tasks(cfg, run)
             counts[seed][run.name] = len(tasks)
             # Runs of one seed that drew the same tasks share one dataset; those that also evaluate them alike
             # share one evaluation of the start.

@@ -351,6 +351,12 @@ def rollout_stats(episodes: list[Episode]) -> dict[str, float]:
     }
 
 
+def played_tasks(episodes: list[Episode]) -> list[str]:
+    """The distinct task ids of a batch of episodes, in the order first played (a ``metrics.jsonl`` row's
+    ``tasks``: not a metric, so no tracker backend receives it)."""
+    return list(dict.fromkeys(str(ep.task_id) for ep in episodes))
+
+
 def evaluate_policy(cfg: TrainConfig, backend: Backend, out: Path, label: str, progress: bool) -> dict[str, Any]:
     """Evaluate the in-memory policy on the dataset's test split (``cfg.eval``)."""
     settings = agent_settings(cfg)
@@ -524,7 +530,8 @@ class RLRun:
             crit = mira.samples(self.model, usable)
             warm = mira.quality(usable, crit)
             warm |= mira.fit(crit, rng)
-            self.tracker.log({"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm})
+            row = {"iteration": 0, "phase": "warmup", "warmup": w + 1, **rollout_stats(episodes), **warm}
+            self.tracker.log(row | {"tasks": played_tasks(episodes)})
 
     def collect(self, it: int) -> Iteration:
         """Sample the phase's tasks (MiRA's curriculum or uniformly), push the weights to the generator when it
@@ -592,6 +599,9 @@ class RLRun:
         # Policy it's behaviour came from, and how many updates behind the trainer's weights it was.
         row |= {"rollout/policy_version": source.version, "train/staleness": it - source.version}
         row |= mstats
+        # the tasks played, in play order: a curriculum's draws cannot be recomputed from the seed afterwards, and
+        # experiments/trained_tasks_eval.py evaluates a run on exactly the tasks it trained on
+        row["tasks"] = played_tasks(batch.episodes)
         t0, t1, t2, t3 = batch.started, batch.played, batch.updated, batch.fitted
         row |= {
             "perf/rollout_s": t1 - t0,

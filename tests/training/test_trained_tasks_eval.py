@@ -26,6 +26,21 @@ def test_the_recomputed_tasks_are_the_ones_the_run_played(sft_model: Path, data4
     recomputed = [t.task_id for t in trained_tasks(run_config(tmp_path / "run"))]
     assert recomputed == list(dict.fromkeys(played))  # distinct, in first-played order
     assert len(played) == 12 and len(recomputed) > 4  # three draws of 4, not one repeated
+    # the run's log names the same tasks (the reading every run since its tasks were logged gets)
+    assert [t.task_id for t in trained_tasks(run_config(tmp_path / "run"), tmp_path / "run")] == recomputed
+
+
+def test_a_mira_curriculum_run_is_read_from_its_log(sft_model: Path, data4: Path, tmp_path: Path) -> None:  # noqa: F811
+    """MiRA's curriculum draws cannot be recomputed from the seed; the run's log names the tasks its policy
+    iterations played (the critics' warm-up episodes, which no policy update sees, left out)."""
+    cfg = _cfg(sft_model, data4, iterations=2, tasks_per_iter=4, samples_per_task=1)
+    mira = dataclasses.replace(cfg, mira=dataclasses.replace(cfg.mira, enabled=True, curriculum=True, phase_iterations=2))
+    played: list[str] = []
+    train_rl(mira, tmp_path / "mira", progress=False, on_episodes=lambda it, eps: played.extend(e.task_id for e in eps))
+    logged = [t.task_id for t in trained_tasks(run_config(tmp_path / "mira"), tmp_path / "mira")]
+    assert logged == list(dict.fromkeys(played)) and len(played) == 8
+    rows = (tmp_path / "mira" / "metrics.jsonl").read_text().splitlines()
+    assert '"phase": "warmup"' in rows[0] or '"phase":"warmup"' in rows[0]  # the warm-up was logged, and left out
 
 
 def test_a_curriculum_run_is_refused(sft_model: Path, data4: Path) -> None:  # noqa: F811
