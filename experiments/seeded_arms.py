@@ -420,6 +420,12 @@ def main() -> None:
     write_report(args, seeds, modes, warmup, timings, walls, load or [0.0], spans=spans)
 
 
+def span(lo: float, hi: float) -> str:
+    """``lo-hi points`` rounded to whole points, one number when both round alike ("1 point", not "1-1 points")."""
+    a, b = f"{lo:.0f}", f"{hi:.0f}"
+    return f"{a} point" + ("" if a == "1" else "s") if a == b else f"{a}-{b} points"
+
+
 def invocations_phrase(spans: list[list[float] | None]) -> str:
     """How several invocations on one runs folder shared the machine, from their epoch spans.
 
@@ -638,7 +644,7 @@ def write_report(
         "both, each seed's difference in brackets; * = interval excludes 0)\n\n"
         + "\n".join(start_lines)
         + "\n\nPower: the half-width of an arm's interval is "
-        + "; ".join(f"{min(h):.0f}-{max(h):.0f} points at {lv}" for lv, h in halfwidths.items() if h)
+        + "; ".join(f"{span(min(h), max(h))} at {lv}" for lv, h in halfwidths.items() if h)
         + f". With {len(seeds)} seeds, a difference smaller than about that is not detected.\n\n"
         "## Every seed (%)\n\n"
         + seed_rows

@@ -147,3 +147,9 @@ def test_the_report_says_whether_invocations_overlapped() -> None:
     # a span not recorded (an invocation JSON written before spans were kept): the order is not claimed
     unknown = seeded_arms.invocations_phrase([[0.0, 10.0], None])
     assert "side by side" not in unknown and "after another" not in unknown and "separate" in unknown
+
+
+def test_a_range_that_rounds_to_one_number_is_written_once() -> None:
+    assert seeded_arms.span(0.6, 1.4) == "1 point"
+    assert seeded_arms.span(2.0, 2.4) == "2 points"
+    assert seeded_arms.span(0.6, 3.2) == "1-3 points"
