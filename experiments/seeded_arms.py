@@ -26,6 +26,7 @@ as a dot) and ``{name}_training.png`` (each seed's rollout success). The numbers
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -438,7 +439,7 @@ def invocations_phrase(spans: list[list[float] | None]) -> str:
     if any(s is None for s in spans):
         return " (separate invocations on the same runs folder)"
     ordered = sorted((s[0], s[1]) for s in spans if s is not None)
-    overlap = any(nxt[0] < cur[1] for cur, nxt in zip(ordered, ordered[1:]))
+    overlap = any(nxt[0] < cur[1] for cur, nxt in itertools.pairwise(ordered))
     how = "some side by side" if overlap else "one after another"
     return f" (invocations on the same runs folder, {how})"
 

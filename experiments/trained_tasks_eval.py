@@ -7,8 +7,9 @@ puzzles it saw (the update itself points the wrong way). This script separates t
 ``it``'s tasks as ``random.Random(f"{seed}:{it}").sample(pool, tasks_per_iter)`` over the training split at the run's
 levels (``training.trainer.Trainer.collect``, no curriculum), so the tasks a run played are recomputed exactly from
 its ``config.yaml``; a run that logged its tasks (``metrics.jsonl``'s ``tasks``, every run since 2026-12-05,
-curriculum and MiRA runs included) is read instead. Those tasks become a one-split dataset per seed, and the start and each named arm's final
-model are evaluated on it with the run's own evaluation settings (sampling seed = training seed, n = 4).
+curriculum and MiRA runs included) is read instead. Those tasks become a one-split dataset per seed, and the
+start and each named arm's final model are evaluated on it with the run's own evaluation settings (sampling
+seed = training seed, n = 4).
 
 Usage::
 

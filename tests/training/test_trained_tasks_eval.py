@@ -34,7 +34,8 @@ def test_a_mira_curriculum_run_is_read_from_its_log(sft_model: Path, data4: Path
     """MiRA's curriculum draws cannot be recomputed from the seed; the run's log names the tasks its policy
     iterations played (the critics' warm-up episodes, which no policy update sees, left out)."""
     cfg = _cfg(sft_model, data4, iterations=2, tasks_per_iter=4, samples_per_task=1)
-    mira = dataclasses.replace(cfg, mira=dataclasses.replace(cfg.mira, enabled=True, curriculum=True, phase_iterations=2))
+    settings = dataclasses.replace(cfg.mira, enabled=True, curriculum=True, phase_iterations=2)
+    mira = dataclasses.replace(cfg, mira=settings)
     played: list[str] = []
     train_rl(mira, tmp_path / "mira", progress=False, on_episodes=lambda it, eps: played.extend(e.task_id for e in eps))
     logged = [t.task_id for t in trained_tasks(run_config(tmp_path / "mira"), tmp_path / "mira")]
