@@ -78,6 +78,27 @@ def trained_tasks(cfg: Any, run: Path | None = None) -> list[Any]:
     return list(seen.values())
 
 
+def tasks_logged(run: Path) -> bool:
+    """Whether ``run``'s ``metrics.jsonl`` names the tasks it played (what :func:`trained_tasks` then reads)."""
+    from milepost.io import read_jsonl
+
+    log = run / "metrics.jsonl"
+    return log.is_file() and any("tasks" in r for r in read_jsonl(log))
+
+
+def source_phrase(logged: list[bool]) -> str:
+    """How the report says where the evaluated tasks came from: the runs' logs, the recomputed draws, or both."""
+    recomputed = (
+        "recomputed from its config: `random.Random(f'{seed}:{it}').sample(pool, tasks_per_iter)` per iteration"
+    )
+    read = "read from the run's log: `metrics.jsonl`'s `tasks` of its policy iterations"
+    if all(logged):
+        return read
+    if not any(logged):
+        return recomputed
+    return f"{read}, where the run logged them; otherwise {recomputed}"
+
+
 def evaluation_key(cfg: Any, tasks: list[Any]) -> str:
     """What the start's evaluation on ``tasks`` depends on besides the start: the tasks, the environment (a
     slide-mode run's start is evaluated in slide moves, an atomic one's in one-cell moves), the agent's prompt and
@@ -173,6 +194,7 @@ def plot(path: Path, rows: dict[str, dict[str, Any]], seeds: list[int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from milepost.datasets import write_dataset
+    from milepost.io import atomic_write_text
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", required=True, help="a seeded_arms work folder")
@@ -186,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs: list[tuple[str, str, str, str, str]] = []
     counts: dict[int, dict[str, int]] = {}
     start_runs: dict[str, Path] = {}
+    logged: list[bool] = []
     for seed in seeds:
         runs = [work / f"{arm}-s{seed}" for arm in arms]
         missing = [str(r) for r in runs if not (r / "final" / "config.json").exists()]
@@ -198,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             if str(cfg.model) != start:
                 raise SystemExit(f"trained_tasks_eval: {run} starts from {cfg.model}, {runs[0]} from {start}")
             tasks = trained_tasks(cfg, run)
+            logged.append(tasks_logged(run))
             counts[seed][run.name] = len(tasks)
             # Runs of one seed that drew the same tasks share one dataset; those that also evaluate them alike
             # share one evaluation of the start.
@@ -232,9 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Command: `python -m experiments.trained_tasks_eval {' '.join(sys.argv[1:] if argv is None else argv)}`.",
         "",
-        "Each run's final model and the start, evaluated on the distinct training tasks that run played (recomputed "
-        "from its config: `random.Random(f'{seed}:{it}').sample(pool, tasks_per_iter)` per iteration), with the "
-        "run's evaluation settings (n = 4, sampling seed = training seed). avg@4 in %; the difference is paired by "
+        "Each run's final model and the start, evaluated on the distinct training tasks that run played ("
+        + source_phrase(logged)
+        + "), with the run's evaluation settings (n = 4, sampling seed = training seed). avg@4 in %; the "
+        "difference is paired by "
         "seed with a 95% t-interval over the seeds (* = it excludes 0). The last column is each arm's gain minus "
         f"`{base_arm}`'s gain, paired by seed: what training added, for arms whose starts differ.",
         "",
@@ -251,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{' / '.join(f'{100 * x:.1f}' for x in r['final'])} | {cell} | {rel} |"
         )
     plot(out.with_suffix(".png"), rows, seeds)
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps({"arms": rows, "seeds": seeds}, indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
+    atomic_write_text(out.with_suffix(".json"), json.dumps({"arms": rows, "seeds": seeds}, indent=1) + "\n")
     print("\n".join(lines))
     return 0
 

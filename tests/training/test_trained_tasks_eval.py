@@ -85,3 +85,12 @@ def test_each_gain_is_compared_with_the_first_arms_gain_seed_by_seed() -> None:
     assert macro["per_seed"] == pytest.approx([0.074, 0.068, 0.041])
     assert macro["mean"] == pytest.approx(0.061) and 0 < macro["lo"] < 0.061 < macro["hi"]
     assert rows["subgoal"]["gain_minus_first"]["per_seed"] == pytest.approx([0, 0, 0])
+
+
+def test_the_report_says_where_the_tasks_came_from() -> None:
+    from experiments.trained_tasks_eval import source_phrase
+
+    assert "read from the run's log" in source_phrase([True, True]) and "recomputed" not in source_phrase([True])
+    assert "recomputed" in source_phrase([False]) and "log" not in source_phrase([False, False])
+    both = source_phrase([True, False])
+    assert "read from the run's log" in both and "recomputed" in both
