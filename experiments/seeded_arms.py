@@ -460,6 +460,7 @@ def write_report(
     from milepost.io import atomic_write_json, atomic_write_text
     from milepost.tables import md_row, md_rule
 
+    spans = spans if spans is not None else [None] * len(walls)  # a caller without spans: the order is unknown
     work = Path(args.work)
     runs = {a[0]: [work / f"{a[0]}-s{s}" for s in seeds] for a in args.arm}
     table, data = seed_table(runs)
@@ -622,7 +623,7 @@ def write_report(
         + "\n\n"
         + "Wall time "
         + ", ".join(f"{w / 60:.1f} min" for w in walls)
-        + invocations_phrase(spans if spans is not None else [None] * len(walls))
+        + invocations_phrase(spans)
         + f"; {args.workers} worker process(es) per invocation, one torch thread each; load average "
         f"{min(load):.1f}-{max(load):.1f} while it ran"
         + (f"; minutes per job: {mins}" if mins else "")
@@ -671,7 +672,7 @@ def write_report(
             "minus_start": vs_start,
             "timings_s": timings,
             "walls_s": walls,
-            "spans_s": spans if spans is not None else [None] * len(walls),
+            "spans_s": spans,
             "load": load,
         },
     )

@@ -44,19 +44,27 @@ def run_config(run: Path) -> Any:
     return cfg
 
 
+def logged_tasks(run: Path | None) -> list[list[str]]:
+    """The task ids each policy iteration of ``run`` played, as its ``metrics.jsonl`` rows name them (``tasks``);
+    MiRA's critic warm-up rows are left out, because the policy is not updated on those episodes. Empty for a run
+    that did not log them."""
+    from milepost.io import read_jsonl
+
+    log = run / "metrics.jsonl" if run is not None else None
+    if log is None or not log.is_file():
+        return []
+    return [r["tasks"] for r in read_jsonl(log) if "tasks" in r and r.get("phase") != "warmup"]
+
+
 def trained_tasks(cfg: Any, run: Path | None = None) -> list[Any]:
     """The distinct tasks a run's policy iterations played, in first-played order.
 
-    A run that logged them (``metrics.jsonl`` rows carry ``tasks``) is read; MiRA's critic warm-up rows are left
-    out, because the policy is not updated on those episodes. An older run without the log is recomputed from
+    A run that logged them (:func:`logged_tasks`) is read. An older run without the log is recomputed from
     ``Trainer.collect``'s draws, which only a run without a curriculum allows."""
-    from milepost.io import read_jsonl
     from milepost.training.setup import select_tasks
 
-    log = run / "metrics.jsonl" if run is not None else None
-    rows = list(read_jsonl(log)) if log is not None and log.is_file() else []
-    played = [r["tasks"] for r in rows if "tasks" in r and r.get("phase") != "warmup"]
-    if rows and played:
+    played = logged_tasks(run)
+    if played:
         if len(played) != cfg.rl.iterations:
             raise SystemExit(f"trained_tasks_eval: {run}: {len(played)} iterations logged, {cfg.rl.iterations} run")
         by_id = {t.task_id: t for t in select_tasks(cfg, "train", "")}  # every level: a curriculum's phases
@@ -76,14 +84,6 @@ def trained_tasks(cfg: Any, run: Path | None = None) -> list[Any]:
         for task in rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool))):
             seen.setdefault(task.task_id, task)
     return list(seen.values())
-
-
-def tasks_logged(run: Path) -> bool:
-    """Whether ``run``'s ``metrics.jsonl`` names the tasks it played (what :func:`trained_tasks` then reads)."""
-    from milepost.io import read_jsonl
-
-    log = run / "metrics.jsonl"
-    return log.is_file() and any("tasks" in r for r in read_jsonl(log))
 
 
 def source_phrase(logged: list[bool]) -> str:
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             if str(cfg.model) != start:
                 raise SystemExit(f"trained_tasks_eval: {run} starts from {cfg.model}, {runs[0]} from {start}")
             tasks = trained_tasks(cfg, run)
-            logged.append(tasks_logged(run))
+            logged.append(bool(logged_tasks(run)))
             counts[seed][run.name] = len(tasks)
             # Runs of one seed that drew the same tasks share one dataset; those that also evaluate them alike
             # share one evaluation of the start.
