@@ -51,6 +51,9 @@ class FailureCurriculum:
         self.similar_boost = similar_boost
         self.weights = {t.task_id: 1.0 for t in self.pool}
         self.excluded: set[str] = set()
+        # Tasks the last phase end singled out: failed ones (weight raised for their own failures) and those
+        # generated near failures. ``draw_stats`` measures how much of each draw they take.
+        self.targeted: set[str] = set()
         self.generated: list[Task] = []  # tasks made near failures, in order (also in ``pool``)
         self.generated_rounds: list[int] = []  # tasks made per generation round
         self.draws = 0  # candidates drawn so far (candidate k of a seed is fixed)
@@ -78,6 +81,7 @@ class FailureCurriculum:
             results = by_task.get(t.task_id)
             task_fail = 1.0 - sum(results) / len(results) if results else 0.0
             self.weights[t.task_id] = 1.0 + self.fail_boost * task_fail + boost[t.level]
+        self.targeted = {t.task_id for t in self.pool if any(not ok for ok in by_task.get(t.task_id, []))}
         return level_fail
 
     def filter(self, v0: dict[str, float], low: float, high: float, min_keep: int) -> int:
@@ -95,6 +99,20 @@ class FailureCurriculum:
             candidates, key=lambda t: rng.random() ** (1.0 / max(self.weights[t.task_id], 1e-9)), reverse=True
         )
         return keyed[: min(n, len(keyed))]
+
+    def draw_stats(self, drawn: Sequence[Task]) -> dict[str, float]:
+        """How far one draw leans on the last phase's targeted tasks (failed or generated near failures):
+        their share of the candidates (what a uniform draw would give), of the sampling weight, and of the
+        tasks drawn. With a large pool and few failures the weights move little, and the curriculum's draw is
+        close to a uniform one; these three numbers show it."""
+        candidates = [t.task_id for t in self.pool if t.task_id not in self.excluded]
+        targeted = [tid for tid in candidates if tid in self.targeted]
+        total = sum(self.weights[tid] for tid in candidates)
+        return {
+            "curriculum/targeted_pool": len(targeted) / max(len(candidates), 1),
+            "curriculum/targeted_weight": sum(self.weights[tid] for tid in targeted) / max(total, 1e-9),
+            "curriculum/targeted_drawn": sum(t.task_id in self.targeted for t in drawn) / max(len(drawn), 1),
+        }
 
     def generate(self, episodes: Sequence[Outcome], count: int, seed: int, avoid: set[str]) -> list[Task]:
         """Up to ``count`` new tasks near the failed tasks of ``episodes``, appended to the pool.
@@ -135,6 +153,7 @@ class FailureCurriculum:
         for task in made:
             self.pool.append(task)
             self.weights[task.task_id] = 1.0 + self.fail_boost
+            self.targeted.add(task.task_id)
             self.generated.append(task)
         self.generated_rounds.append(len(made))
         return made
@@ -143,6 +162,7 @@ class FailureCurriculum:
         return {
             "weights": dict(self.weights),
             "excluded": sorted(self.excluded),
+            "targeted": sorted(self.targeted),
             "generated": [t.to_dict() for t in self.generated],
             "generated_rounds": list(self.generated_rounds),
             "draws": self.draws,
@@ -158,6 +178,13 @@ class FailureCurriculum:
         self.draws = int(state.get("draws", 0))
         self.weights = dict(state["weights"])
         self.excluded = set(state["excluded"])
+        if "targeted" in state:
+            self.targeted = set(state["targeted"])
+        else:  # checkpoints from before it was kept: a task weighs more than its level's least only if targeted
+            least: dict[str, float] = {}
+            for t in self.pool:
+                least[t.level] = min(least.get(t.level, float("inf")), self.weights[t.task_id])
+            self.targeted = {t.task_id for t in self.pool if self.weights[t.task_id] > least[t.level]}
 
 
 def task_key(task: Task) -> str:

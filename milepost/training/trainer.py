@@ -15,7 +15,7 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +417,7 @@ class Iteration:
     updated: float = 0.0
     fitted: float = 0.0
     critic: Any = None  # MiRA's critic samples of the usable episodes (scored, then fitted)
+    draw: dict[str, float] = field(default_factory=dict)  # the curriculum's lean on its targeted tasks
 
 
 class RLRun:
@@ -541,10 +542,12 @@ class RLRun:
         pool = self.pool_of(phase)
         rng = random.Random(f"{cfg.seed}:{it}")
         n_tasks = min(cfg.rl.tasks_per_iter, len(pool))
+        draw: dict[str, float] = {}
         if mira is not None and cfg.mira.curriculum:
             if phase.levels not in self.curricula:
                 self.curricula[phase.levels] = _curriculum(cfg, pool)
             tasks = self.curricula[phase.levels].sample(rng, n_tasks)
+            draw = self.curricula[phase.levels].draw_stats(tasks)
         else:
             tasks = rng.sample(pool, n_tasks)
         if mira is not None and mira.needs_reference() and (it % cfg.mira.phase_iterations == 0 or mira.ref is None):
@@ -558,7 +561,7 @@ class RLRun:
         played = time.perf_counter()
         for ep in episodes:
             ep.meta["policy_version"] = source.version
-        return Iteration(it, phase, pool, rng, episodes, sync_s, started, played)
+        return Iteration(it, phase, pool, rng, episodes, sync_s, started, played, draw=draw)
 
     def score(self, batch: Iteration) -> tuple[list[TurnSample], dict[str, float]]:
         """The turns that enter the loss with their advantages: MiRA's critics', else ``rl.estimator``'s; and
@@ -598,7 +601,7 @@ class RLRun:
         row |= {UPDATE_METRICS[k]: v for k, v in upd.items()}
         # Policy it's behaviour came from, and how many updates behind the trainer's weights it was.
         row |= {"rollout/policy_version": source.version, "train/staleness": it - source.version}
-        row |= mstats
+        row |= batch.draw | mstats
         # the tasks played, in play order: a curriculum's draws cannot be recomputed from the seed afterwards, and
         # experiments/trained_tasks_eval.py evaluates a run on exactly the tasks it trained on
         row["tasks"] = played_tasks(batch.episodes)

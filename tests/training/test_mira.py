@@ -147,6 +147,28 @@ def test_failure_curriculum_weights_failures_and_their_neighbours() -> None:
     assert cur.filter({ids[0]: 0.0, ids[1]: 0.0, ids[2]: 0.0}, 0.05, 0.95, min_keep=2) == 0
 
 
+def test_the_curriculum_reports_how_far_its_draws_lean_on_failures() -> None:
+    pool = [_task("S1", i, 3 + i % 2) for i in range(8)]
+    cur = FailureCurriculum(pool, fail_boost=2.0, similar_boost=1.0)  # type: ignore[arg-type]
+    ids = [t.task_id for t in pool]  # type: ignore[attr-defined]
+    keys = ["curriculum/targeted_pool", "curriculum/targeted_weight", "curriculum/targeted_drawn"]
+    assert cur.draw_stats(pool[:2]) == dict.fromkeys(keys, 0.0)  # type: ignore[arg-type]  # before a phase end
+    cur.update([EpisodeOutcome(ids[0], "S1", False)] * 2 + [EpisodeOutcome(ids[1], "S1", True)])
+    # level failure 2/3: every task 1 + 2/3, task 0 (failed twice) 2 more; task 1 succeeded: not targeted
+    stats = cur.draw_stats([pool[0], pool[5]])  # type: ignore[list-item]
+    assert [stats[k] for k in keys] == pytest.approx([1 / 8, (11 / 3) / (8 * 5 / 3 + 2), 0.5])
+    assert cur.filter({ids[0]: 0.0}, 0.05, 0.95, min_keep=2) == 1  # a task left out is no candidate
+    assert cur.draw_stats(pool[1:3])["curriculum/targeted_pool"] == 0.0  # type: ignore[arg-type]
+    # the targeted set survives a checkpoint; one written before it was kept is read from the weights
+    state = cur.state_dict()
+    for kept in (True, False):
+        if not kept:
+            del state["targeted"]
+        again = FailureCurriculum(pool, fail_boost=2.0, similar_boost=1.0)  # type: ignore[arg-type]
+        again.load_state_dict(state)
+        assert again.targeted == {ids[0]}
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -230,6 +252,8 @@ def test_mira_run_pins_its_first_losses_and_resumes_exactly(data4: Path, tmp_pat
         assert 0.0 <= r["critic/potential_mse"] <= 1.0
         assert r["train/turns"] > 0
     assert any(k.startswith("curriculum/fail_") for k in rows[1])  # one-iteration phases
+    assert rows[1]["curriculum/targeted_pool"] == 0.0  # no phase has ended before the first draw
+    assert 0.0 <= rows[2]["curriculum/targeted_drawn"] <= 1.0
     train_rl(cfg, tmp_path / "cut", progress=False, stop_after=1)
     resumed = train_rl(cfg, tmp_path / "cut", resume=True, progress=False)
     from safetensors.torch import load_file
