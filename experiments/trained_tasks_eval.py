@@ -61,6 +61,7 @@ def trained_tasks(cfg: Any, run: Path | None = None) -> list[Any]:
 
     A run that logged them (:func:`logged_tasks`) is read. An older run without the log is recomputed from
     ``Trainer.collect``'s draws, which only a run without a curriculum allows."""
+    from milepost.training.curriculum import uniform_draw
     from milepost.training.setup import select_tasks
 
     played = logged_tasks(run)
@@ -81,7 +82,7 @@ def trained_tasks(cfg: Any, run: Path | None = None) -> list[Any]:
     seen: dict[str, Any] = {}
     for it in range(cfg.rl.iterations):
         rng = random.Random(f"{cfg.seed}:{it}")
-        for task in rng.sample(pool, min(cfg.rl.tasks_per_iter, len(pool))):
+        for task in uniform_draw(cfg.rl.task_draw, rng, pool, cfg.rl.tasks_per_iter):
             seen.setdefault(task.task_id, task)
     return list(seen.values())
 

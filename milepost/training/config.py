@@ -119,6 +119,12 @@ class RLConfig:
     milestone_reward: MilestoneRewardConfig = field(default_factory=MilestoneRewardConfig)
     curriculum: list[Phase] = field(default_factory=list)
     """horizon curriculum; empty = train on ``data.levels`` throughout"""
+    task_draw: str = "sample"
+    """how a run without MiRA's failure curriculum draws an iteration's tasks from its stream
+    ``random.Random(f"{seed}:{iteration}")``: sample (``random.sample``; every run before this option drew so) |
+    keys (the curriculum's weighted keys with every weight 1: the same uniform distribution, and a MiRA run with
+    the curriculum under the same seed draws the same tasks until its weights move, so an arm without the
+    curriculum differs from it by what the curriculum changed, not by another random stream)"""
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
@@ -145,6 +151,8 @@ class RLConfig:
             raise ValueError("rl.is_low / is_high / is_cap: need 0 < C_low <= 1 <= C_high and C > 0")
         if self.curriculum and sum(p.iterations for p in self.curriculum) != self.iterations:
             raise ValueError("rl.curriculum: phase iterations must add up to rl.iterations")
+        if self.task_draw not in ("sample", "keys"):
+            raise ValueError(f"rl.task_draw: {self.task_draw!r} is not one of sample, keys")
         if self.reward not in TRAJECTORY_REWARDS:
             raise ValueError(f"rl.reward: {self.reward!r} is not one of {', '.join(TRAJECTORY_REWARDS.names())}")
 

@@ -93,12 +93,9 @@ class FailureCurriculum:
         return len(self.excluded)
 
     def sample(self, rng: random.Random, n: int) -> list[Task]:
-        """``n`` distinct tasks drawn in proportion to their weights (Efraimidis-Spirakis keys)."""
+        """``n`` distinct tasks drawn in proportion to their weights (:func:`weighted_draw`)."""
         candidates = [t for t in self.pool if t.task_id not in self.excluded]
-        keyed = sorted(
-            candidates, key=lambda t: rng.random() ** (1.0 / max(self.weights[t.task_id], 1e-9)), reverse=True
-        )
-        return keyed[: min(n, len(keyed))]
+        return weighted_draw(rng, candidates, n, [self.weights[t.task_id] for t in candidates])
 
     def draw_stats(self, drawn: Sequence[Task]) -> dict[str, float]:
         """How far one draw leans on the last phase's targeted tasks (failed or generated near failures):
@@ -185,6 +182,25 @@ class FailureCurriculum:
             for t in self.pool:
                 least[t.level] = min(least.get(t.level, float("inf")), self.weights[t.task_id])
             self.targeted = {t.task_id for t in self.pool if self.weights[t.task_id] > least[t.level]}
+
+
+def weighted_draw(rng: random.Random, pool: Sequence[Any], n: int, weights: Sequence[float] | None = None) -> list[Any]:
+    """``n`` distinct items drawn with probabilities in proportion to ``weights`` (all 1 when None), by
+    Efraimidis-Spirakis keys: one ``rng.random()`` per item in pool order, key ``u ** (1 / w)``, the ``n`` largest
+    kept. Two draws from equal streams over one pool pick the same items wherever their weights agree, which is
+    what lets a uniform arm (``rl.task_draw: keys``) share its tasks with a curriculum arm's. (``random`` has no
+    weighted draw without replacement; ``random.choices`` draws with replacement.)"""
+    w = [1.0] * len(pool) if weights is None else list(weights)
+    keys = [rng.random() ** (1.0 / max(wi, 1e-9)) for wi in w]
+    order = sorted(range(len(pool)), key=keys.__getitem__, reverse=True)
+    return [pool[i] for i in order[: min(n, len(pool))]]
+
+
+def uniform_draw(how: str, rng: random.Random, pool: Sequence[Any], n: int) -> list[Any]:
+    """An iteration's ``n`` distinct tasks without a curriculum, as ``rl.task_draw`` says."""
+    if how == "keys":
+        return weighted_draw(rng, pool, n)
+    return rng.sample(list(pool), min(n, len(pool)))
 
 
 def task_key(task: Task) -> str:

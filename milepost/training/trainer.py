@@ -44,7 +44,7 @@ from milepost.training.checkpoint import (
     write_run_config,
 )
 from milepost.training.config import Phase, TrainConfig
-from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum
+from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum, uniform_draw
 from milepost.training.estimators import distance_advantages, gigpo_advantages, random_advantages
 from milepost.training.losses import (
     ISConfig,
@@ -549,7 +549,7 @@ class RLRun:
             tasks = self.curricula[phase.levels].sample(rng, n_tasks)
             draw = self.curricula[phase.levels].draw_stats(tasks)
         else:
-            tasks = rng.sample(pool, n_tasks)
+            tasks = uniform_draw(cfg.rl.task_draw, rng, pool, n_tasks)
         if mira is not None and mira.needs_reference() and (it % cfg.mira.phase_iterations == 0 or mira.ref is None):
             mira.refresh_reference(self.model)
         sync_s = source.sync(self.model, self.tokenizer, it) if it - source.version >= cfg.rollout.sync_every else 0.0

@@ -18,7 +18,7 @@ from milepost.errors import InputError
 from milepost.io import read_jsonl
 from milepost.training.config import AgentConfig, MiRAConfig, RLConfig, TrainConfig
 from milepost.training.critics import Critic, CriticSample, ReplayBuffer, auroc, kendall_tau_b
-from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum
+from milepost.training.curriculum import EpisodeOutcome, FailureCurriculum, uniform_draw, weighted_draw
 from milepost.training.losses import kl_penalty, mse_policy_loss
 from milepost.training.mira import episode_advantages, shaping_coef
 from milepost.training.returns import baseline_advantages, doubly_robust_advantages
@@ -169,6 +169,23 @@ def test_the_curriculum_reports_how_far_its_draws_lean_on_failures() -> None:
         assert again.targeted == {ids[0]}
 
 
+def test_weighted_keys_agree_where_the_weights_agree() -> None:
+    """Two draws from equal streams over one pool: with equal weights they are one draw; raising some weights
+    changes the draw only by those tasks entering it."""
+    pool = list(range(300))
+    uniform = weighted_draw(random.Random("7:3"), pool, 6)
+    assert weighted_draw(random.Random("7:3"), pool, 6, [2.5] * 300) == uniform  # a common factor changes nothing
+    assert uniform_draw("keys", random.Random("7:3"), pool, 6) == uniform
+    assert uniform_draw("sample", random.Random("7:3"), pool, 6) == random.Random("7:3").sample(pool, 6)
+    boosted = set(range(0, 300, 12))  # 25 failed tasks at 2.1 times the weight of the others
+    tilted = weighted_draw(random.Random("7:3"), pool, 6, [2.1 if i in boosted else 1.0 for i in pool])
+    assert set(tilted) - set(uniform) <= boosted  # only boosted tasks can push others out
+    counts = [0] * 4  # first draw over 4 weights 1:1:2:4
+    for k in range(8000):
+        counts[weighted_draw(random.Random(k), range(4), 1, [1, 1, 2, 4])[0]] += 1
+    assert [c / 8000 for c in counts] == pytest.approx([1 / 8, 1 / 8, 2 / 8, 4 / 8], abs=0.02)
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -177,6 +194,7 @@ def test_the_curriculum_reports_how_far_its_draws_lean_on_failures() -> None:
         (["mira.enabled=true", "rl.subgoal_decomposition=true"], "subgoal_decomposition"),
         (["mira.filter_low=0.9", "mira.filter_high=0.5"], "filter_low"),
         (["rl.reward=dense"], "rl.reward"),
+        (["rl.task_draw=shuffle"], "rl.task_draw"),
         (["mira.critics=2"], "unknown field"),
         (["mira.value_critic=false"], "mira.estimator: mc"),
         (["mira.value_critic=false", "mira.estimator=mc", "mira.filter_low=0.02"], "filter_low 0"),

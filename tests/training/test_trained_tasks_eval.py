@@ -44,6 +44,27 @@ def test_a_mira_curriculum_run_is_read_from_its_log(sft_model: Path, data4: Path
     assert '"phase": "warmup"' in rows[0] or '"phase":"warmup"' in rows[0]  # the warm-up was logged, and left out
 
 
+def test_a_keys_run_draws_what_the_curriculum_draws_while_its_weights_are_equal(
+    sft_model: Path,  # noqa: F811
+    data4: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``rl.task_draw: keys``: a uniform run and a MiRA curriculum run of one seed play the same tasks through the
+    curriculum's first phase (equal weights), where ``sample`` draws others; the keys run's tasks recompute."""
+    cfg = _cfg(sft_model, data4, iterations=2, tasks_per_iter=3, samples_per_task=1)
+    keys = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, task_draw="keys"))
+    settings = dataclasses.replace(cfg.mira, enabled=True, curriculum=True, phase_iterations=2, warmup_iterations=0)
+    mira = dataclasses.replace(cfg, mira=settings)
+    runs = {"keys": keys, "sample": cfg, "mira": mira}
+    played: dict[str, list[list[str]]] = {name: [] for name in runs}
+    for name, c in runs.items():
+        train_rl(c, tmp_path / name, progress=False, on_episodes=lambda it, eps, n=name: played[n].append(
+            sorted({e.task_id for e in eps})))  # fmt: skip
+    assert played["keys"] == played["mira"] and played["sample"] != played["mira"]
+    recomputed = [t.task_id for t in trained_tasks(run_config(tmp_path / "keys"))]  # from the config, not the log
+    assert recomputed == [t.task_id for t in trained_tasks(run_config(tmp_path / "keys"), tmp_path / "keys")]
+
+
 def test_a_curriculum_run_is_refused(sft_model: Path, data4: Path) -> None:  # noqa: F811
     cfg = _cfg(sft_model, data4)
     mira = dataclasses.replace(cfg, mira=dataclasses.replace(cfg.mira, enabled=True))
