@@ -456,6 +456,20 @@ def _pct(v: Any) -> str:
     return f"{100 * v:.1f}"
 
 
+def start_source(init: str) -> str:
+    """Where a committed Rush Hour start comes from: the SFT report that built it (``checkpoints/rushhour-sft-X``
+    is exported by ``experiments/results/sft_starts_X.md``; the first DAgger start by its second round's report),
+    or nothing for another path."""
+    name = Path(init).name
+    if not name.startswith("rushhour-sft-"):
+        return ""
+    tag = name.removeprefix("rushhour-sft-")
+    report = "sft_starts_dagger2.md" if tag == "dagger" else f"sft_starts_{tag}.md"
+    if not (Path(__file__).parent / "results" / report).is_file():
+        return ""
+    return f" (the Rush Hour SFT start of `{report}`)"
+
+
 def render(res: dict[str, Any]) -> str:
     meta = res["meta"]
     g = res["results"]
@@ -464,7 +478,7 @@ def render(res: dict[str, Any]) -> str:
         "",
         f"Command: `{meta['command']}`.",
         "",
-        f"Start: `{meta['init']}` (the Rush Hour SFT start of `sft_starts_dagger2.md`). Both arms fine-tune it for "
+        f"Start: `{meta['init']}`{start_source(meta['init'])}. Both arms fine-tune it for "
         f"{meta['steps']} steps of batch {meta['batch']} (lr {meta['lr']}, {meta['warmup']} warm-up steps, cosine to "
         f"10%) on oracle demonstrations of the same states: {meta['per_cluster']} states drawn from the solved "
         f"cluster of each of the {meta['train_puzzles']} training puzzles at 1-{meta['max_dist']} one-cell steps from "

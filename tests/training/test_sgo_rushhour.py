@@ -123,3 +123,12 @@ def test_the_report_pairs_seeds_and_counts_stuck_shares(tmp_path: Path) -> None:
     assert g["paired"]["success"]["per_seed"] == pytest.approx([0.2, 0.0, -0.1])
     assert g["paired"]["stuck_share"]["per_seed"] == pytest.approx([0.25 - 1.0, 0.0 - 0.6])
     assert g["arms"]["sgo"]["failures"] == {"stuck_midway": 2, "invalid_spiral": 8}
+
+
+def test_the_report_names_the_start_s_own_sft_report() -> None:
+    from experiments.sgo_rushhour import start_source
+
+    assert start_source("checkpoints/rushhour-sft-dagger") == " (the Rush Hour SFT start of `sft_starts_dagger2.md`)"
+    assert start_source("checkpoints/rushhour-sft-d4slide3") == " (the Rush Hour SFT start of `sft_starts_d4slide3.md`)"
+    assert start_source("runs/elsewhere/model") == ""
+    assert start_source("checkpoints/rushhour-sft-nothing-built") == ""
