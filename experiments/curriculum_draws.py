@@ -93,6 +93,8 @@ def measure(work: Path, arms: list[str], seeds: list[int], uniform: str, phase_i
                 missing.append(f"{arm}-s{seed}")
                 continue
             runs[arm][seed] = measure_run(work, arm, seed, phase_iterations)
+    if not any(runs.values()):
+        raise InputError(f"{work}: none of the runs {', '.join(missing)} exists")
     reference = arms[0]
     for arm in arms:
         for seed, r in runs[arm].items():

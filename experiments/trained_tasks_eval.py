@@ -4,12 +4,12 @@ the very training tasks that run played.
 ``seeded_arms`` judges an arm on held-out test puzzles. When every arm ends below its start there, two readings
 remain: the update generalises badly (it helps the puzzles it saw and hurts others), or it does not even help the
 puzzles it saw (the update itself points the wrong way). This script separates them. The trainer draws iteration
-``it``'s tasks as ``random.Random(f"{seed}:{it}").sample(pool, tasks_per_iter)`` over the training split at the run's
-levels (``training.trainer.Trainer.collect``, no curriculum), so the tasks a run played are recomputed exactly from
-its ``config.yaml``; a run that logged its tasks (``metrics.jsonl``'s ``tasks``, every run since 2026-12-05,
-curriculum and MiRA runs included) is read instead. Those tasks become a one-split dataset per seed, and the
-start and each named arm's final model are evaluated on it with the run's own evaluation settings (sampling
-seed = training seed, n = 4).
+``it``'s tasks from ``random.Random(f"{seed}:{it}")`` over the training split at the run's levels
+(``training.trainer.Trainer.collect``, no curriculum; ``.sample(pool, tasks_per_iter)``, or the curriculum's keys
+under ``rl.task_draw: keys``), so the tasks a run played are recomputed exactly from its ``config.yaml``; a run
+that logged its tasks (``metrics.jsonl``'s ``tasks``, every run since 2026-12-05, curriculum and MiRA runs
+included) is read instead. Those tasks become a one-split dataset per seed, and the start and each named arm's
+final model are evaluated on it with the run's own evaluation settings (sampling seed = training seed, n = 4).
 
 Usage::
 

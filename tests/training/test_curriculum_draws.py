@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.curriculum_draws import main, measure
+from milepost.errors import InputError
 
 
 def _run(work: Path, name: str, iterations: list[list[str]]) -> None:
@@ -50,6 +51,8 @@ def test_phases_repeats_and_pairing(work: Path) -> None:
     phase1 = r["paired_minus_uniform"]["cur"][0]["start_success"]
     assert phase1["per_seed"] == pytest.approx([0.5 - 0.75])
     assert r["missing"] == ["cur-s1", "uni-s1"]
+    with pytest.raises(InputError, match="none of the runs cur-s5, uni-s5 exists"):
+        measure(work, ["cur", "uni"], [5], "uni", phase_iterations=2)
 
 
 def test_cli_writes_the_report_and_refuses_bad_input(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
