@@ -89,6 +89,41 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
     return dataclasses.replace(cfg, rl=rl)
 
 
+def draw_stream(cfg: Any) -> str:
+    """Where a run's tasks come from: the curriculum's weighted keys (MiRA's curriculum, or ``rl.task_draw:
+    keys``) or ``random.sample``. Two arms of one seed on different streams train on different random puzzles."""
+    return "keys" if (cfg.mira.enabled and cfg.mira.curriculum) or cfg.rl.task_draw == "keys" else "sample"
+
+
+def run_streams(runs: dict[str, list[Path]]) -> dict[str, str]:
+    """Each arm's draw stream, read from the config its first run saved (arms without one are left out)."""
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    out: dict[str, str] = {}
+    for arm, dirs in runs.items():
+        saved = [d / "config.yaml" for d in dirs if (d / "config.yaml").is_file()]
+        if saved:
+            out[arm] = draw_stream(load_config(TrainConfig, saved[0]))
+    return out
+
+
+def draws_sentence(streams: dict[str, str]) -> str:
+    """The report's warning when the arms draw their tasks from different streams (empty when they share one)."""
+    if len(set(streams.values())) <= 1:
+        return ""
+    how = {"keys": "the curriculum's weighted keys", "sample": "`random.sample`"}
+    groups = [
+        f"{', '.join(f'`{a}`' for a, s in streams.items() if s == stream)} by {how[stream]}"
+        for stream in dict.fromkeys(streams.values())
+    ]
+    return (
+        f"Task draws: {'; '.join(groups)}. Arms on different streams trained on different random puzzles under the "
+        "same seed, so their differences include the draw; `rl.task_draw: keys` gives a uniform arm the "
+        "curriculum's draws (docs/mira.md).\n"
+    )
+
+
 def arm_mode(arm: list[str], args: argparse.Namespace, modes: list[str], warmup: int) -> str:
     """The action mode an arm plays in (its config read only when the arms use more than one mode)."""
     if len(modes) == 1:
@@ -475,6 +510,7 @@ def write_report(
     per_seed = {arm: {s: level_values(r, t) for s, r, t in zip(seeds, rs, per_task[arm])} for arm, rs in runs.items()}
     names = list(runs)
     base = names[0]
+    draws = draws_sentence(run_streams(runs))
     start = starts.get(modes[0], {})
     levels = list(start or per_seed[base][seeds[0]])
     # start row, then each seed
@@ -630,6 +666,7 @@ def write_report(
         + ".\n\n## Mean over seeds (avg@4 %, 95% t-interval across seeds)\n\n"
         + table
         + (f"\n{start_line}" if start_line else "")
+        + (f"\n{draws}" if draws else "")
         + "\n## Difference from `"
         + base
         + "` (percentage points; over seeds: a 95% t-interval of the paired seeds; by test task: a 95% bootstrap "

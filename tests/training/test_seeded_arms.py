@@ -153,3 +153,29 @@ def test_a_range_that_rounds_to_one_number_is_written_once() -> None:
     assert seeded_arms.span(0.6, 1.4) == "1 point"
     assert seeded_arms.span(2.0, 2.4) == "2 points"
     assert seeded_arms.span(0.6, 3.2) == "1-3 points"
+
+
+def test_the_report_warns_when_arms_draw_their_tasks_from_different_streams(tmp_path: Path) -> None:
+    from milepost.config import to_yaml
+
+    args = _args()
+    configs = {
+        "sparse": seeded_arms.arm_config(["sparse", "rushhour_atomic.yaml"], 0, args, warmup=1),
+        "sparse-keys": seeded_arms.arm_config(["sparse-keys", "rushhour_atomic.yaml", "rl.task_draw=keys"], 0, args, 1),
+        "mira": seeded_arms.arm_config(["mira", "rushhour_mira.yaml"], 0, args, warmup=1),
+        "no-curriculum": seeded_arms.arm_config(["n", "rushhour_mira.yaml", "mira.curriculum=false"], 0, args, 1),
+    }
+    streams = {name: seeded_arms.draw_stream(cfg) for name, cfg in configs.items()}
+    assert streams == {"sparse": "sample", "sparse-keys": "keys", "mira": "keys", "no-curriculum": "sample"}
+    assert seeded_arms.draws_sentence({k: streams[k] for k in ("sparse-keys", "mira")}) == ""
+    sentence = seeded_arms.draws_sentence(streams)
+    assert sentence.startswith(
+        "Task draws: `sparse`, `no-curriculum` by `random.sample`; `sparse-keys`, `mira` by the curriculum's "
+        "weighted keys."
+    )
+    # the report reads each arm's stream from the config its first run saved; an arm without one is left out
+    for name in ("sparse", "mira"):
+        (tmp_path / f"{name}-s0").mkdir()
+        (tmp_path / f"{name}-s0" / "config.yaml").write_text(to_yaml(configs[name]))
+    runs = {name: [tmp_path / f"{name}-s{s}" for s in (0, 1)] for name in ("sparse", "mira", "unrun")}
+    assert seeded_arms.run_streams(runs) == {"sparse": "sample", "mira": "keys"}
