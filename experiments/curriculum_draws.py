@@ -26,7 +26,6 @@ end. Runs that are missing (an arm run on fewer seeds) are skipped and named.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,10 +43,11 @@ def phase_draws(per_iteration: list[list[str]], phase_iterations: int) -> list[l
 
 def start_success(work: Path, seed: int, tasks: set[str]) -> dict[str, float]:
     """The start's avg@4 on each task, from the start's evaluation on exactly these tasks under this seed."""
+    from milepost.io import read_jsonl
+
     for folder in sorted((work / "trained-tasks").glob(f"start-s{seed}-*")):
         per: dict[str, list[bool]] = {}
-        for line in (folder / "episodes.jsonl").read_text().splitlines():
-            ep = json.loads(line)
+        for ep in read_jsonl(folder / "episodes.jsonl"):
             per.setdefault(ep["task_id"], []).append(bool(ep["success"]))
         if set(per) == tasks:
             return {t: sum(v) / len(v) for t, v in per.items()}

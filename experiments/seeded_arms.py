@@ -38,6 +38,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from milepost.training.curriculum import draw_stream  # which task stream an arm's runs draw from
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "experiments" / "results"
 CONFIGS = ROOT / "configs" / "tiny-cpu"
@@ -87,12 +89,6 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
     # iterations and phases in one replace: RLConfig checks that they add up
     rl = dataclasses.replace(rl, iterations=args.iterations + extra, curriculum=phases)
     return dataclasses.replace(cfg, rl=rl)
-
-
-def draw_stream(cfg: Any) -> str:
-    """Where a run's tasks come from: the curriculum's weighted keys (MiRA's curriculum, or ``rl.task_draw:
-    keys``) or ``random.sample``. Two arms of one seed on different streams train on different random puzzles."""
-    return "keys" if (cfg.mira.enabled and cfg.mira.curriculum) or cfg.rl.task_draw == "keys" else "sample"
 
 
 def run_streams(runs: dict[str, list[Path]]) -> dict[str, str]:

@@ -200,7 +200,14 @@ def uniform_draw(how: str, rng: random.Random, pool: Sequence[Any], n: int) -> l
     """An iteration's ``n`` distinct tasks without a curriculum, as ``rl.task_draw`` says."""
     if how == "keys":
         return weighted_draw(rng, pool, n)
-    return rng.sample(list(pool), min(n, len(pool)))
+    return rng.sample(pool, min(n, len(pool)))
+
+
+def draw_stream(cfg: Any) -> str:
+    """Where a run's tasks come from (``RLRun.collect``): the curriculum's weighted keys (MiRA's curriculum, or
+    ``rl.task_draw: keys``) or ``random.sample``. Two runs of one seed on different streams play different random
+    tasks even while the curriculum's weights are equal."""
+    return "keys" if (cfg.mira.enabled and cfg.mira.curriculum) or cfg.rl.task_draw == "keys" else "sample"
 
 
 def task_key(task: Task) -> str:
