@@ -120,6 +120,38 @@ def draws_sentence(streams: dict[str, str]) -> str:
     )
 
 
+def zero_gradient_updates(runs: dict[str, list[Path]]) -> dict[str, list[int]]:
+    """Each arm's policy updates whose gradient was exactly zero, and all its updates, over its runs' training logs
+    (``train/grad_norm`` per iteration; a MiRA warm-up batch has none). Under sparse RL a batch in which every
+    episode earned the same reward gives every advantage 0 and no gradient; the optimiser then moves the weights
+    only by the momentum of earlier updates, if there were any."""
+    from milepost.evaluation.seeds import read_metrics
+
+    out: dict[str, list[int]] = {}
+    for arm, dirs in runs.items():
+        norms = [
+            float(r["train/grad_norm"])
+            for d in dirs
+            if (d / "metrics.jsonl").is_file()
+            for r in read_metrics(d / "metrics.jsonl")
+            if "train/grad_norm" in r
+        ]
+        if norms:
+            out[arm] = [sum(n == 0.0 for n in norms), len(norms)]
+    return out
+
+
+def zero_gradient_sentence(counts: dict[str, list[int]]) -> str:
+    """The report's line on updates that moved nothing (empty when every update had a gradient)."""
+    if not any(zero for zero, _ in counts.values()):
+        return ""
+    each = ", ".join(f"`{arm}` {zero} of {total}" for arm, (zero, total) in counts.items())
+    return (
+        "Policy updates with a zero gradient, over all seeds (every advantage 0, as in a sparse-reward batch whose "
+        f"episodes all earned the same reward, or every turn masked by the importance weights): {each}.\n"
+    )
+
+
 def arm_mode(arm: list[str], args: argparse.Namespace, modes: list[str], warmup: int) -> str:
     """The action mode an arm plays in (its config read only when the arms use more than one mode)."""
     if len(modes) == 1:
@@ -507,6 +539,8 @@ def write_report(
     names = list(runs)
     base = names[0]
     draws = draws_sentence(run_streams(runs))
+    zero_updates = zero_gradient_updates(runs)
+    zero_line = zero_gradient_sentence(zero_updates)
     start = starts.get(modes[0], {})
     levels = list(start or per_seed[base][seeds[0]])
     # start row, then each seed
@@ -663,6 +697,7 @@ def write_report(
         + table
         + (f"\n{start_line}" if start_line else "")
         + (f"\n{draws}" if draws else "")
+        + (f"\n{zero_line}" if zero_line else "")
         + "\n## Difference from `"
         + base
         + "` (percentage points; over seeds: a 95% t-interval of the paired seeds; by test task: a 95% bootstrap "
@@ -703,6 +738,7 @@ def write_report(
             "paired_difference": diffs,
             "paired_by_task": by_task,
             "minus_start": vs_start,
+            "zero_gradient_updates": zero_updates,
             "timings_s": timings,
             "walls_s": walls,
             "spans_s": spans,

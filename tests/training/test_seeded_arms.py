@@ -179,3 +179,25 @@ def test_the_report_warns_when_arms_draw_their_tasks_from_different_streams(tmp_
         (tmp_path / f"{name}-s0" / "config.yaml").write_text(to_yaml(configs[name]))
     runs = {name: [tmp_path / f"{name}-s{s}" for s in (0, 1)] for name in ("sparse", "mira", "unrun")}
     assert seeded_arms.run_streams(runs) == {"sparse": "sample", "mira": "keys"}
+
+
+def test_the_report_counts_updates_with_a_zero_gradient(tmp_path: Path) -> None:
+    """Read from each run's training log: the iterations whose ``train/grad_norm`` is exactly 0, of all that
+    updated (a MiRA warm-up row has no gradient and is not counted); the sentence only when there is one."""
+    logs = {
+        "sparse-s0": [0.0, 0.0, 0.0],
+        "sparse-s1": [0.0, 2.5, 0.0],
+        "mira-s0": [None, 4.1, 3.3],  # None: the critic warm-up row
+        "mira-s1": [None, 1e-9, 5.0],
+    }
+    for run, norms in logs.items():
+        (tmp_path / run).mkdir()
+        rows = [{"iteration": i} | ({} if n is None else {"train/grad_norm": n}) for i, n in enumerate(norms)]
+        (tmp_path / run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = {arm: [tmp_path / f"{arm}-s{s}" for s in (0, 1)] for arm in ("sparse", "mira", "unrun")}
+    counts = seeded_arms.zero_gradient_updates(runs)
+    assert counts == {"sparse": [5, 6], "mira": [0, 4]}
+    sentence = seeded_arms.zero_gradient_sentence(counts)
+    assert sentence.startswith("Policy updates with a zero gradient, over all seeds")
+    assert sentence.endswith(": `sparse` 5 of 6, `mira` 0 of 4.\n")
+    assert seeded_arms.zero_gradient_sentence({"mira": [0, 4]}) == ""

@@ -401,3 +401,31 @@ def test_on_policy_weights_with_turns_of_different_lengths(tiny: Path) -> None:
     stats = update(backend.model, opt, samples, _cfg(is_low=0.995, is_high=1.01), backend.pad_id, random.Random(0))
     assert stats["masked_frac"] == 0.0 and stats["mean_weight"] == pytest.approx(1.0, abs=1e-4)
     assert stats["tokens"] == sum(len(s.completion_ids) for s in samples)
+
+
+def test_a_batch_in_which_every_episode_failed_gives_no_gradient(tiny: Path) -> None:
+    """Sparse RL (``rl.alpha`` 0) where every episode earned the same reward: every advantage is 0 and the update's
+    gradient norm is exactly 0 (what ``experiments/seeded_arms.py`` counts as an update with a zero gradient), so a
+    fresh AdamW leaves the weights as they were; one rewarded episode in the batch gives a gradient."""
+    import random
+
+    torch.set_num_threads(1)
+    backend = _backend(tiny)
+    played = _play(backend, 0)
+    assert any(ep.success for ep in played) and not all(ep.success for ep in played)
+    failed = copy.deepcopy(played)
+    for ep in failed:
+        ep.success, ep.termination = False, TerminationReason.BUDGET_EXHAUSTED
+        for turn in ep.turns:
+            turn.reward_terms, turn.reward = zero_terms(), 0.0
+    cfg = _cfg(alpha=0.0)
+    samples = turn_samples(failed, cfg)
+    assert samples and all(s.advantage == 0 for s in samples)
+    model = copy.deepcopy(backend.model)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=0.0)
+    assert update(model, optimizer, samples, cfg, backend.pad_id, random.Random(0))["grad_norm"] == 0.0
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    model = copy.deepcopy(backend.model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.rl.lr, weight_decay=0.0)
+    assert update(model, optimizer, turn_samples(played, cfg), cfg, backend.pad_id, random.Random(0))["grad_norm"] > 0
