@@ -661,6 +661,14 @@ def write_report(
         f"{title}: mean avg@4 over {len(seeds)} seeds, 95% t-interval, dots = seeds",
     )
     curves = plot_seed_curves(results / f"{args.name}_training.png", runs)
+    # where no rollout succeeds (a silent sparse reward), the subgoals reached are what training can move
+    subgoal_curves = plot_seed_curves(
+        results / f"{args.name}_training_subgoals.png",
+        runs,
+        metric="rollout/subgoals",
+        label="subgoals reached per rollout",
+        scale=1.0,
+    )
     arm_lines = "\n".join(
         f"- `{a[0]}`: `{a[1]}`" + (" with " + ", ".join(f"`{o}`" for o in a[2:]) if a[2:] else "") for a in args.arm
     )
@@ -720,6 +728,7 @@ def write_report(
         + seed_rows
         + f"\n![mean and seeds]({png.name})\n"
         + (f"![training curves]({curves.name})\n" if curves else "")
+        + (f"![subgoals in training]({subgoal_curves.name})\n" if subgoal_curves else "")
     )
     if getattr(args, "reading", None):
         md += "\n## Reading this run\n\n" + Path(args.reading).read_text(encoding="utf-8").strip() + "\n"

@@ -89,8 +89,17 @@ def seed_table(arms: Mapping[str, Sequence[str | Path]]) -> tuple[str, dict[str,
     return "\n".join(lines) + "\n", data
 
 
-def plot_seed_curves(path: Path, arms: Mapping[str, Sequence[str | Path]], window: int = 3) -> Path | None:
-    """Rollout success per iteration: each seed thin, the arm's mean over seeds thick (None: no training logs)."""
+def plot_seed_curves(
+    path: Path,
+    arms: Mapping[str, Sequence[str | Path]],
+    window: int = 3,
+    metric: str = "rollout/success",
+    label: str = "rollout success (%)",
+    scale: float = 100.0,
+) -> Path | None:
+    """A training metric per iteration (rollout success unless ``metric`` names another column of the runs'
+    ``metrics.jsonl``, drawn times ``scale``): each seed thin, the arm's mean over seeds thick (None: no run logged
+    it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,20 +115,20 @@ def plot_seed_curves(path: Path, arms: Mapping[str, Sequence[str | Path]], windo
             if not log.is_file():
                 continue
             points = [
-                (int(r["iteration"]), float(r["rollout/success"]))
+                (int(r["iteration"]), float(r[metric]))
                 for r in read_metrics(log)
-                if "rollout/success" in r and isinstance(r.get("iteration"), int) and r.get("phase") != "warmup"
+                if metric in r and isinstance(r.get("iteration"), int) and r.get("phase") != "warmup"
             ]
             points = smooth(points, window)
             if points:
                 xs, ys = zip(*points)
-                ax.plot(xs, [100 * y for y in ys], color=color, linewidth=0.7, alpha=0.45)
+                ax.plot(xs, [scale * y for y in ys], color=color, linewidth=0.7, alpha=0.45)
                 curves.append(dict(points))
         if curves:
             common = sorted(set.intersection(*(set(c) for c in curves)))
             ax.plot(
                 common,
-                [100 * sum(c[x] for c in curves) / len(curves) for x in common],
+                [scale * sum(c[x] for c in curves) / len(curves) for x in common],
                 color=color,
                 linewidth=2.2,
                 label=f"{arm} (mean of {len(curves)})",
@@ -129,7 +138,7 @@ def plot_seed_curves(path: Path, arms: Mapping[str, Sequence[str | Path]], windo
         plt.close(fig)
         return None
     ax.set_xlabel("iteration")
-    ax.set_ylabel("rollout success (%)")
+    ax.set_ylabel(label)
     ax.set_title(f"training curves per seed (thin) and mean (thick), {window}-point running mean")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

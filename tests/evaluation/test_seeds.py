@@ -80,3 +80,22 @@ def test_demo_over_two_seeds(tmp_path: Path, capsys: Any) -> None:
     assert "over 2 sessions (this one" in (out / "report" / "report.md").read_text()
     assert main(["demo", "--out", str(out), "--seeds", "1,1"]) == 2
     assert "distinct seeds" in capsys.readouterr().err
+
+
+def test_curves_of_another_logged_metric(tmp_path: Path) -> None:
+    """``metric`` picks the column drawn: a column no run logged draws nothing (None), one that some runs logged is
+    drawn from those."""
+    for name, subgoals in (("a", [0.5, 0.8]), ("b", None)):
+        rows = [
+            {"iteration": i, "phase": "S2", "rollout/success": 0.0}
+            | ({} if subgoals is None else {"rollout/subgoals": subgoals[i - 1]})
+            for i in (1, 2)
+        ]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    only_b = {"sparse": [tmp_path / "b"]}
+    assert plot_seed_curves(tmp_path / "none.png", only_b, metric="rollout/subgoals") is None
+    assert not (tmp_path / "none.png").exists()
+    both = {"mira": [tmp_path / "a"], "sparse": [tmp_path / "b"]}
+    out = plot_seed_curves(tmp_path / "sub.png", both, metric="rollout/subgoals", label="subgoals", scale=1.0)
+    assert out == tmp_path / "sub.png" and out.stat().st_size > 0
