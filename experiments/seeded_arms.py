@@ -438,6 +438,40 @@ def check_arms(args: argparse.Namespace) -> tuple[int, list[str]]:
     return max(warmups, default=0), modes
 
 
+def save_invocation(
+    work: Path, name: str, timings: dict[str, float], wall: float, span: list[float], load: list[float]
+) -> Path:
+    """This invocation's job times, wall time, epoch span and load averages, kept in ``work`` as
+    ``invocation-{name}-{start}.json`` in the shape ``--timings-from`` reads, so a report over several invocations
+    has every job's time even when this one ended without a report (a job left to another invocation)."""
+    from milepost.io import atomic_write_json
+
+    path = work / f"invocation-{name}-{int(span[0])}.json"
+    atomic_write_json(path, {"timings_s": timings, "walls_s": [wall], "spans_s": [span], "load": load})
+    return path
+
+
+def read_invocations(
+    files: list[str],
+) -> tuple[dict[str, float], list[float], list[list[float] | None], list[float]]:
+    """Job times, wall times, epoch spans and load averages of the invocations recorded in ``files`` (a report's
+    JSON, or a ``save_invocation`` record); a job in several keeps its longest time, since one skipped as finished
+    reports about 0 s."""
+    timings: dict[str, float] = {}
+    walls: list[float] = []
+    spans: list[list[float] | None] = []
+    load: list[float] = []
+    for f in files:
+        made = json.loads(Path(f).read_text(encoding="utf-8"))
+        for key, secs in made["timings_s"].items():
+            timings[key] = max(secs, timings.get(key, 0.0))
+        made_walls = made.get("walls_s", [made.get("wall_s", 0.0)])
+        walls += made_walls
+        spans += made.get("spans_s", [None] * len(made_walls))  # files written before spans were kept
+        load += made["load"]
+    return timings, walls, spans, load
+
+
 def main() -> None:
     args = build_parser().parse_args()
     warmup, modes = check_arms(args)
@@ -465,22 +499,16 @@ def main() -> None:
                 timings[key] = secs
                 load.append(os.getloadavg()[0])
                 print(f"seeded_arms: {key} done in {secs / 60:.1f} min (load {load[-1]:.1f})", flush=True)
+        record = save_invocation(work, args.name, timings, time.perf_counter() - started, [began, time.time()], load)
         if taken:
             raise SystemExit(
-                f"seeded_arms: {', '.join(taken)} run in another invocation; rerun with --report-only when it ends"
+                f"seeded_arms: {', '.join(taken)} run in another invocation; rerun with --report-only when it ends, "
+                f"with --timings-from {record} and the other invocation's record"
             )
     walls = [time.perf_counter() - started]
     spans: list[list[float] | None] = [[began, time.time()]]
     if args.report_only and args.timings_from:
-        walls, load, spans = [], [], []
-        for f in args.timings_from:
-            made = json.loads(Path(f).read_text(encoding="utf-8"))
-            for key, secs in made["timings_s"].items():  # a job skipped as finished reports ~0 s
-                timings[key] = max(secs, timings.get(key, 0.0))
-            made_walls = made.get("walls_s", [made.get("wall_s", 0.0)])
-            walls += made_walls
-            spans += made.get("spans_s", [None] * len(made_walls))  # files written before spans were kept
-            load += made["load"]
+        timings, walls, spans, load = read_invocations(args.timings_from)
     write_report(args, seeds, modes, warmup, timings, walls, load or [0.0], spans=spans)
 
 

@@ -201,3 +201,17 @@ def test_the_report_counts_updates_with_a_zero_gradient(tmp_path: Path) -> None:
     assert sentence.startswith("Policy updates with a zero gradient, over all seeds")
     assert sentence.endswith(": `sparse` 5 of 6, `mira` 0 of 4.\n")
     assert seeded_arms.zero_gradient_sentence({"mira": [0, 4]}) == ""
+
+
+def test_an_invocation_keeps_its_job_times_for_a_later_report(tmp_path: Path) -> None:
+    """Each invocation records its jobs' times in the work folder (also when it ends without a report, a job left
+    to another invocation); ``--timings-from`` reads the records back, a job in two keeping its longer time."""
+    first = seeded_arms.save_invocation(
+        tmp_path, "t", {"sparse-s0": 300.0, "mira-s0": 1.0}, 900.0, [1000.0, 1900.0], [1.0, 2.0]
+    )
+    second = seeded_arms.save_invocation(tmp_path, "t", {"mira-s0": 600.0}, 650.0, [1500.0, 2150.0], [2.5])
+    assert first.parent == tmp_path and first != second
+    timings, walls, spans, load = seeded_arms.read_invocations([str(first), str(second)])
+    assert timings == {"sparse-s0": 300.0, "mira-s0": 600.0}
+    assert walls == [900.0, 650.0] and spans == [[1000.0, 1900.0], [1500.0, 2150.0]] and load == [1.0, 2.0, 2.5]
+    assert seeded_arms.invocations_phrase(spans) == " (invocations on the same runs folder, some side by side)"
