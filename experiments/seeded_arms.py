@@ -20,7 +20,10 @@ Usage (resumable: finished runs are kept in ``--work`` and skipped)::
         --arm mira-no-potential rushhour_mira.yaml mira.potential=false
 
 Writes ``experiments/results/{name}.{md,json}``, ``{name}.png`` (mean and interval per arm and level, every seed
-as a dot) and ``{name}_training.png`` (each seed's rollout success). The numbers are what the run measured.
+as a dot), ``{name}_training.png`` (each seed's rollout success) and ``{name}_training_subgoals.png`` (subgoals
+reached per rollout). The numbers are what the run measured. Several invocations may share ``--work`` (another arm
+added later, side by side): each keeps its job times in ``{work}/invocation-{name}-{start}.json``, and
+``--report-only --timings-from FILE ...`` writes one report over all of them.
 """
 
 from __future__ import annotations
