@@ -512,7 +512,12 @@ def main() -> None:
     spans: list[list[float] | None] = [[began, time.time()]]
     if args.report_only and args.timings_from:
         timings, walls, spans, load = read_invocations(args.timings_from)
-    write_report(args, seeds, modes, warmup, timings, walls, load or [0.0], spans=spans)
+    from milepost.errors import InputError
+
+    try:
+        write_report(args, seeds, modes, warmup, timings, walls, load or [0.0], spans=spans)
+    except InputError as exc:  # a run not evaluated yet (--report-only while it trains): one line, not a traceback
+        raise SystemExit(f"seeded_arms: {exc}") from None
 
 
 def span(lo: float, hi: float) -> str:

@@ -215,3 +215,16 @@ def test_an_invocation_keeps_its_job_times_for_a_later_report(tmp_path: Path) ->
     assert timings == {"sparse-s0": 300.0, "mira-s0": 600.0}
     assert walls == [900.0, 650.0] and spans == [[1000.0, 1900.0], [1500.0, 2150.0]] and load == [1.0, 2.0, 2.5]
     assert seeded_arms.invocations_phrase(spans) == " (invocations on the same runs folder, some side by side)"
+
+
+def test_a_report_over_a_run_not_evaluated_yet_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "work"
+    (work / "atomic-s0").mkdir(parents=True)  # trained so far, not evaluated
+    argv = ["seeded_arms.py", "--name", "t", "--work", str(work), "--start", str(ROOT / "checkpoints/sudoku4-sft")]
+    argv += ["--data", "unused", "--levels", "7-9", "--eval-levels", "7-9", "--seeds", "0"]
+    argv += ["--arm", "atomic", "rushhour_atomic.yaml", "--report-only"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as raised:
+        seeded_arms.main()
+    run = work / "atomic-s0"
+    assert str(raised.value) == f"seeded_arms: {run}: no evaluation (eval/metrics.json) to average over seeds"
