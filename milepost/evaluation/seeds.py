@@ -39,8 +39,11 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def share_interval(mean: float, lo: float, hi: float) -> str:
-    """A share's mean and interval in %, the interval clipped to [0, 100]: ``"4.6 [0, 10]"``."""
-    return f"{100 * mean:.1f} [{100 * max(0.0, lo):.0f}, {100 * min(1.0, hi):.0f}]"
+    """A share's mean and interval in %, the interval clipped to [0, 100]: ``"4.6 [0, 10]"``. The bounds are whole
+    points unless rounding them would leave the mean outside (``"0.6 [0.6, 0.6]"``, not ``"0.6 [1, 1]"``)."""
+    m, a, b = 100 * mean, 100 * max(0.0, lo), 100 * min(1.0, hi)
+    digits = 0 if round(a) <= round(m, 1) <= round(b) else 1
+    return f"{m:.1f} [{a:.{digits}f}, {b:.{digits}f}]"
 
 
 def seed_table(arms: Mapping[str, Sequence[str | Path]]) -> tuple[str, dict[str, Any]]:

@@ -99,3 +99,13 @@ def test_curves_of_another_logged_metric(tmp_path: Path) -> None:
     both = {"mira": [tmp_path / "a"], "sparse": [tmp_path / "b"]}
     out = plot_seed_curves(tmp_path / "sub.png", both, metric="rollout/subgoals", label="subgoals", scale=1.0)
     assert out == tmp_path / "sub.png" and out.stat().st_size > 0
+
+
+def test_a_share_interval_never_rounds_away_from_its_mean() -> None:
+    from milepost.evaluation.seeds import share_interval
+
+    assert share_interval(0.046, -0.01, 0.1) == "4.6 [0, 10]"  # clipped at 0, whole points
+    assert share_interval(1.0, 1.0, 1.0) == "100.0 [100, 100]"
+    # three seeds at 0.6%: whole points would print "0.6 [1, 1]", an interval without its mean
+    assert share_interval(0.00625, 0.00625, 0.00625) == "0.6 [0.6, 0.6]"
+    assert share_interval(0.004, 0.003, 0.0049) == "0.4 [0.3, 0.5]"
