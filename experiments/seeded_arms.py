@@ -128,7 +128,7 @@ def zero_gradient_updates(runs: dict[str, list[Path]]) -> dict[str, list[int]]:
     (``train/grad_norm`` per iteration; a MiRA warm-up batch has none). Under sparse RL a batch in which every
     episode earned the same reward gives every advantage 0 and no gradient; the optimiser then moves the weights
     only by the momentum of earlier updates, if there were any."""
-    from milepost.evaluation.seeds import read_metrics
+    from milepost.tracking import read_metrics
 
     out: dict[str, list[int]] = {}
     for arm, dirs in runs.items():
