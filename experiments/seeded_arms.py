@@ -123,6 +123,64 @@ def draws_sentence(streams: dict[str, str]) -> str:
     )
 
 
+# Keys every arm may differ in without confounding: its name, the seed (one row per seed), its policy iterations
+# (the critics' warm-up, stated in the report) and its task stream (draws_sentence's own line).
+EXPLAINED_SETTINGS = ("name", "seed", "rl.iterations", "rl.task_draw")
+
+
+def flat_settings(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A config as ``{"rl.alpha": 0.2, ...}``: nested dataclasses and dicts flattened to dotted keys."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out |= flat_settings(v, f"{prefix}{k}.")
+        return out
+    return {prefix[:-1]: value}
+
+
+def run_settings(runs: dict[str, list[Path]]) -> dict[str, dict[str, Any]]:
+    """Each arm's settings, read from the config its first run saved (arms without one are left out). An arm
+    without MiRA keeps only ``mira.enabled`` of the MiRA block: the rest does not act on its training."""
+    from milepost.config import load_config
+    from milepost.training.config import TrainConfig
+
+    out: dict[str, dict[str, Any]] = {}
+    for arm, dirs in runs.items():
+        saved = [d / "config.yaml" for d in dirs if (d / "config.yaml").is_file()]
+        if saved:
+            flat = flat_settings(load_config(TrainConfig, saved[0]))
+            if not flat["mira.enabled"]:
+                flat = {k: v for k, v in flat.items() if not k.startswith("mira.") or k == "mira.enabled"}
+            out[arm] = flat
+    return out
+
+
+def settings_table(settings: dict[str, dict[str, Any]]) -> str:
+    """The report's table of the settings in which the arms differ, beyond those the report explains itself: what
+    each comparison changes, confounds included (a step term one arm has and the other lacks). Empty with fewer
+    than two arms or no difference. An arm that lacks a key (the MiRA block of an arm without MiRA) shows "-"."""
+    if len(settings) < 2:
+        return ""
+    keys = dict.fromkeys(k for flat in settings.values() for k in flat if k not in EXPLAINED_SETTINGS)
+    differ = [k for k in keys if len({repr(flat[k]) for flat in settings.values() if k in flat}) > 1]
+    if not differ:
+        return ""
+    from milepost.tables import md_row, md_rule
+
+    head = ["setting", *(f"`{arm}`" for arm in settings)]
+    rows = [md_row(head), md_rule(len(head))]
+    for k in differ:
+        rows.append(md_row([f"`{k}`", *(str(flat[k]) if k in flat else "-" for flat in settings.values())]))
+    return (
+        "Settings in which the arms differ (from the config each arm's first run saved; the name, seed, iteration "
+        "count and task stream are stated above):\n\n" + "\n".join(rows) + "\n"
+    )
+
+
 def zero_gradient_updates(runs: dict[str, list[Path]]) -> dict[str, list[int]]:
     """Each arm's policy updates whose gradient was exactly zero, and all its updates, over its runs' training logs
     (``train/grad_norm`` per iteration; a MiRA warm-up batch has none). Under sparse RL a batch in which every
@@ -575,6 +633,7 @@ def write_report(
     names = list(runs)
     base = names[0]
     draws = draws_sentence(run_streams(runs))
+    differ = settings_table(run_settings(runs))
     zero_updates = zero_gradient_updates(runs)
     zero_line = zero_gradient_sentence(zero_updates)
     start = starts.get(modes[0], {})
@@ -731,6 +790,7 @@ def write_report(
         "the evaluation's sampling seed). Arms:\n\n"
         + arm_lines
         + "\n\n"
+        + (f"{differ}\n" if differ else "")
         + "Wall time "
         + ", ".join(f"{w / 60:.1f} min" for w in walls)
         + invocations_phrase(spans)
