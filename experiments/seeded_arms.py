@@ -94,17 +94,22 @@ def arm_config(arm: list[str], seed: int, args: argparse.Namespace, warmup: int)
     return dataclasses.replace(cfg, rl=rl)
 
 
-def run_streams(runs: dict[str, list[Path]]) -> dict[str, str]:
-    """Each arm's draw stream, read from the config its first run saved (arms without one are left out)."""
+def saved_configs(runs: dict[str, list[Path]]) -> dict[str, Any]:
+    """Each arm's TrainConfig as its first run saved it (arms without a saved config are left out)."""
     from milepost.config import load_config
     from milepost.training.config import TrainConfig
 
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for arm, dirs in runs.items():
         saved = [d / "config.yaml" for d in dirs if (d / "config.yaml").is_file()]
         if saved:
-            out[arm] = draw_stream(load_config(TrainConfig, saved[0]))
+            out[arm] = load_config(TrainConfig, saved[0])
     return out
+
+
+def run_streams(runs: dict[str, list[Path]]) -> dict[str, str]:
+    """Each arm's draw stream, read from the config its first run saved (arms without one are left out)."""
+    return {arm: draw_stream(cfg) for arm, cfg in saved_configs(runs).items()}
 
 
 def draws_sentence(streams: dict[str, str]) -> str:
@@ -145,17 +150,12 @@ def flat_settings(value: Any, prefix: str = "") -> dict[str, Any]:
 def run_settings(runs: dict[str, list[Path]]) -> dict[str, dict[str, Any]]:
     """Each arm's settings, read from the config its first run saved (arms without one are left out). An arm
     without MiRA keeps only ``mira.enabled`` of the MiRA block: the rest does not act on its training."""
-    from milepost.config import load_config
-    from milepost.training.config import TrainConfig
-
     out: dict[str, dict[str, Any]] = {}
-    for arm, dirs in runs.items():
-        saved = [d / "config.yaml" for d in dirs if (d / "config.yaml").is_file()]
-        if saved:
-            flat = flat_settings(load_config(TrainConfig, saved[0]))
-            if not flat["mira.enabled"]:
-                flat = {k: v for k, v in flat.items() if not k.startswith("mira.") or k == "mira.enabled"}
-            out[arm] = flat
+    for arm, cfg in saved_configs(runs).items():
+        flat = flat_settings(cfg)
+        if not flat["mira.enabled"]:
+            flat = {k: v for k, v in flat.items() if not k.startswith("mira.") or k == "mira.enabled"}
+        out[arm] = flat
     return out
 
 
