@@ -243,13 +243,13 @@ def start_means(
 
 
 def minus_start(arm: dict[int, float], start: dict[int, float]) -> dict[str, Any] | None:
-    """An arm's avg@4 minus the start's, paired by seed (the arm's seed s and the start under sampling seed s share
+    """An arm's value (avg@4, step accuracy) minus the start's, paired by seed (the arm's seed s and the start under sampling seed s share
     the test tasks and the sampling seed), over the seeds both have: mean, 95% t-interval and the differences;
     None with fewer than 2 such seeds."""
     from milepost.evaluation.seeds import mean_interval
 
     d = [arm[s] - start[s] for s in arm if s in start]
-    if len(d) < 2:
+    if len(d) < 2 or any(math.isnan(x) for x in d):
         return None
     m, lo, hi = mean_interval(d)
     return {"mean": m, "lo": lo, "hi": hi, "values": d}
@@ -717,25 +717,29 @@ def write_report(
             diff_lines.append(md_row([arm, *row]))
         diff_tables[key] = diff_lines
 
-    # Each arm against the start in the arm's own action mode, paired by seed: did training move it at all?
+    # Each arm against the start in the arm's own action mode, paired by seed: did training move it at all? Success
+    # (avg@4), then step accuracy, which a step term can move where success does not.
     head = ["arm - its start", "mode", *levels]
-    start_lines = [md_row(head), md_rule(len(head))]
-    vs_start: dict[str, dict[str, Any]] = {}
-    for arm in args.arm:
-        mode = arm_mode(arm, args, modes, warmup)
-        row = []
-        for lv in levels:
-            ms = minus_start(
-                {s: v[lv]["avg"] for s, v in per_seed[arm[0]].items() if lv in v},
-                {s: v[lv]["avg"] for s, v in start_seeds[mode].items() if lv in v},
-            )
-            if ms is None:
-                row.append("-")
-                continue
-            vs_start.setdefault(arm[0], {})[lv] = {"mode": mode, **ms}
-            each = ", ".join(f"{100 * x:+.1f}" for x in ms["values"])
-            row.append(f"{signed_interval(ms['mean'], ms['lo'], ms['hi'])} ({each})")
-        start_lines.append(md_row([arm[0], mode, *row]))
+    start_tables: dict[str, list[str]] = {}
+    vs_start: dict[str, dict[str, dict[str, Any]]] = {}
+    for key in ("avg", "step_accuracy"):
+        start_lines = [md_row(head), md_rule(len(head))]
+        for arm in args.arm:
+            mode = arm_mode(arm, args, modes, warmup)
+            row = []
+            for lv in levels:
+                ms = minus_start(
+                    {s: v[lv][key] for s, v in per_seed[arm[0]].items() if lv in v},
+                    {s: v[lv][key] for s, v in start_seeds[mode].items() if lv in v},
+                )
+                if ms is None:
+                    row.append("-")
+                    continue
+                vs_start.setdefault(key, {}).setdefault(arm[0], {})[lv] = {"mode": mode, **ms}
+                each = ", ".join(f"{100 * x:+.1f}" for x in ms["values"])
+                row.append(f"{signed_interval(ms['mean'], ms['lo'], ms['hi'])} ({each})")
+            start_lines.append(md_row([arm[0], mode, *row]))
+        start_tables[key] = start_lines
     halfwidths = {
         lv: [
             100 * (data[a]["levels"][lv]["hi"] - data[a]["levels"][lv]["lo"]) / 2
@@ -816,7 +820,10 @@ def write_report(
         + "\n\n## Difference from the start (percentage points of avg@4; each arm against the start in its own "
         "action mode, paired by seed: same test tasks, same sampling seed; 95% t-interval over the seeds that have "
         "both, each seed's difference in brackets; * = interval excludes 0)\n\n"
-        + "\n".join(start_lines)
+        + "\n".join(start_tables["avg"])
+        + "\n\nThe same for step accuracy (percentage points of the actions that bring the task closer to its goal):"
+        "\n\n"
+        + "\n".join(start_tables["step_accuracy"])
         + "\n\nPower: the half-width of an arm's interval is "
         + "; ".join(f"{span(min(h), max(h))} at {lv}" for lv, h in halfwidths.items() if h)
         + f". With {len(seeds)} seeds, a difference smaller than about that is not detected.\n\n"
@@ -842,7 +849,8 @@ def write_report(
             "mean_over_seeds": data,
             "paired_difference": diffs,
             "paired_by_task": by_task,
-            "minus_start": vs_start,
+            "minus_start": vs_start.get("avg", {}),
+            "minus_start_step_accuracy": vs_start.get("step_accuracy", {}),
             "zero_gradient_updates": zero_updates,
             "timings_s": timings,
             "walls_s": walls,

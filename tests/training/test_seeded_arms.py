@@ -117,6 +117,16 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
         assert got["values"] == pytest.approx([a - b for a, b in zip(mine, start)]) and got["mode"] == "atomic"
     line = next(x for x in md.splitlines() if x.startswith("| strong | atomic | +"))
     assert line.split(" | ")[2].split(" (")[0].endswith("*") == (out["minus_start"]["strong"]["4-6"]["lo"] > 0)
+    # and the same for step accuracy: the oracle's every move is optimal, the random policy's rarely
+    start_steps = [
+        json.loads((work / d / "metrics.json").read_text())["levels"][0]["step_accuracy"]
+        for d in ("start-atomic", "start-atomic-s1")
+    ]
+    steps = out["minus_start_step_accuracy"]["strong"]["4-6"]
+    assert steps["values"] == pytest.approx([1.0 - x for x in start_steps]) and steps["lo"] > 0
+    assert "The same for step accuracy" in md
+    rows = [x for x in md.splitlines() if x.startswith("| strong | atomic | +")]
+    assert len(rows) == 2 and rows[1].split(" | ")[2].split(" (")[0].endswith("*")
 
 
 def test_an_interim_report_says_the_start_is_not_evaluated_yet(tmp_path: Path) -> None:
