@@ -243,9 +243,9 @@ def start_means(
 
 
 def minus_start(arm: dict[int, float], start: dict[int, float]) -> dict[str, Any] | None:
-    """An arm's value (avg@4, step accuracy) minus the start's, paired by seed (the arm's seed s and the start under sampling seed s share
-    the test tasks and the sampling seed), over the seeds both have: mean, 95% t-interval and the differences;
-    None with fewer than 2 such seeds."""
+    """An arm's value (avg@4, step accuracy) minus the start's, paired by seed (the arm's seed s and the start under
+    sampling seed s share the test tasks and the sampling seed), over the seeds both have: mean, 95% t-interval and
+    the differences; None with fewer than 2 such seeds, or a value that is NaN."""
     from milepost.evaluation.seeds import mean_interval
 
     d = [arm[s] - start[s] for s in arm if s in start]
