@@ -461,7 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--timings-from",
         nargs="*",
         default=[],
-        help="--report-only: the JSON files of the invocations that made the runs (their times and load averages)",
+        help="the JSON files of earlier invocations on these runs (their job times, walls and load averages), reported "
+        "beside this invocation's; with --report-only, the invocations that made the runs",
     )
     p.add_argument(
         "--reading",
@@ -545,6 +546,7 @@ def main() -> None:
     began = time.time()  # the epoch span, so a report over several invocations can tell whether they overlapped
     load = [os.getloadavg()[0]]
     taken: list[str] = []
+    record: Path | None = None  # this invocation's job times, when it ran jobs
     if not args.report_only:
         # seed-major order, so a run stopped for time has whole seeds; each seed's arms before the start's
         # evaluation under that seed, so the first paired comparison is the first result
@@ -568,8 +570,8 @@ def main() -> None:
             )
     walls = [time.perf_counter() - started]
     spans: list[list[float] | None] = [[began, time.time()]]
-    if args.report_only and args.timings_from:
-        timings, walls, spans, load = read_invocations(args.timings_from)
+    if args.timings_from:  # earlier invocations on these runs: their times beside this one's, if it ran jobs
+        timings, walls, spans, load = read_invocations([*args.timings_from, *([str(record)] if record else [])])
     from milepost.errors import InputError
 
     try:

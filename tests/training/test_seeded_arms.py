@@ -271,3 +271,36 @@ def test_the_report_lists_the_settings_in_which_the_arms_differ(tmp_path: Path) 
     # arms that differ only in what the report explains: no table
     assert seeded_arms.settings_table({"a": settings["mira"], "b": settings["mira"] | {"name": "x"}}) == ""
     assert seeded_arms.settings_table({"a": settings["mira"]}) == ""
+
+
+def test_an_invocation_reports_the_earlier_invocations_times_beside_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--timings-from`` without ``--report-only``: a run that finds its jobs done by an earlier invocation keeps
+    that invocation's job times (not the ~0 s of skipping them) and lists both walls."""
+    data = write_dataset(tmp_path / "ds", {"train": [], "test": rush_tasks(4, 6, 2)}, {"seed": 3})
+    work = tmp_path / "work"
+    evaluate(EvalSpec(env="rushhour", data=str(data), policy="random", n=4, ks=[1, 4], seed=0), work / "start-atomic")
+    evaluate(EvalSpec(env="rushhour", data=str(data), policy="oracle", n=4, ks=[1, 4], seed=0), work / "a-s0" / "eval")
+    earlier = seeded_arms.save_invocation(work, "t", {"a-s0": 300.0, "start-atomic": 60.0}, 400.0, [0.0, 400.0], [1.0])
+    argv = [
+        "seeded_arms.py",
+        "--name",
+        "t",
+        "--work",
+        str(work),
+        "--start",
+        str(ROOT / "checkpoints/rushhour-sft-d4slide3"),
+        "--data",
+        str(data),
+    ]
+    argv += ["--levels", "4-6", "--eval-levels", "4-6", "--seeds", "0", "--workers", "1"]
+    argv += ["--arm", "a", "rushhour_atomic.yaml", "--timings-from", str(earlier)]
+    monkeypatch.setattr(sys, "argv", argv)
+    got: dict[str, object] = {}
+    monkeypatch.setattr(seeded_arms, "write_report", lambda *a, **kw: got.update(timings=a[4], walls=a[5]))
+    seeded_arms.main()
+    assert got["timings"] == {"a-s0": 300.0, "start-atomic": 60.0}
+    walls = got["walls"]
+    assert isinstance(walls, list) and len(walls) == 2 and walls[0] == 400.0
+    assert len(list(work.glob("invocation-t-*.json"))) == 2  # this invocation's record beside the earlier one
