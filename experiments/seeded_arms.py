@@ -778,6 +778,9 @@ def write_report(
         if x not in ("--report-only", "--reading") and prev != "--reading":
             argv.append(x)
     cmd = "python experiments/seeded_arms.py " + " ".join(shlex.quote(x) for x in argv)
+    # the jobs of this report's runs only: a --timings-from record may hold other arms' jobs on the same folder
+    jobs = {r.name for rs in runs.values() for r in rs} | {d.name for ds in start_dirs.values() for d in ds.values()}
+    timings = {k: v for k, v in timings.items() if k in jobs}
     mins = ", ".join(f"{k} {v / 60:.1f}" for k, v in sorted(timings.items()))
     md = (
         f"# {title}\n\n"

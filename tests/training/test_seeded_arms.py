@@ -70,9 +70,12 @@ def test_the_report_says_what_the_runs_measured(tmp_path: Path) -> None:
         run("random", work / f"weak-s{s}" / "eval", s)
         run("oracle", work / f"strong-s{s}" / "eval", s)
     args = _args(name="t", title=None, work=str(work), arm=[["weak", "a.yaml"], ["strong", "b.yaml", "x=1"]])
-    seeded_arms.write_report(args, [0, 1, 2], ["atomic"], 0, {}, [60.0], [1.0], results=tmp_path / "out")
+    timings = {"weak-s0": 120.0, "start-atomic-s1": 30.0, "other-arm-s0": 60.0}  # another report's job too
+    seeded_arms.write_report(args, [0, 1, 2], ["atomic"], 0, timings, [60.0], [1.0], results=tmp_path / "out")
     md = (tmp_path / "out" / "t.md").read_text()
     out = json.loads((tmp_path / "out" / "t.json").read_text())
+    assert "minutes per job: start-atomic-s1 0.5, weak-s0 2.0." in md and "other-arm" not in md
+    assert out["timings_s"] == {"weak-s0": 120.0, "start-atomic-s1": 30.0}
     weak = [out["per_seed"]["weak"][str(s)]["4-6"]["avg"] for s in (0, 1, 2)]
     assert [out["per_seed"]["strong"][str(s)]["4-6"]["avg"] for s in (0, 1, 2)] == [1.0, 1.0, 1.0]
     for s in (0, 1, 2):  # each seed's value is its run's own metrics.json
