@@ -107,9 +107,9 @@ def saved_configs(runs: dict[str, list[Path]]) -> dict[str, Any]:
     return out
 
 
-def run_streams(runs: dict[str, list[Path]]) -> dict[str, str]:
-    """Each arm's draw stream, read from the config its first run saved (arms without one are left out)."""
-    return {arm: draw_stream(cfg) for arm, cfg in saved_configs(runs).items()}
+def arm_streams(configs: dict[str, Any]) -> dict[str, str]:
+    """Each arm's draw stream, from its saved config."""
+    return {arm: draw_stream(cfg) for arm, cfg in configs.items()}
 
 
 def draws_sentence(streams: dict[str, str]) -> str:
@@ -133,26 +133,16 @@ def draws_sentence(streams: dict[str, str]) -> str:
 EXPLAINED_SETTINGS = ("name", "seed", "rl.iterations", "rl.task_draw")
 
 
-def flat_settings(value: Any, prefix: str = "") -> dict[str, Any]:
-    """A config as ``{"rl.alpha": 0.2, ...}``: nested dataclasses and dicts flattened to dotted keys."""
+def arm_settings(configs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each arm's settings as dotted keys (``{"rl.alpha": 0.2, ...}``), from its saved config. An arm without MiRA
+    keeps only ``mira.enabled`` of the MiRA block: the rest does not act on its training."""
     import dataclasses
 
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out |= flat_settings(v, f"{prefix}{k}.")
-        return out
-    return {prefix[:-1]: value}
+    from milepost.tracking import flatten
 
-
-def run_settings(runs: dict[str, list[Path]]) -> dict[str, dict[str, Any]]:
-    """Each arm's settings, read from the config its first run saved (arms without one are left out). An arm
-    without MiRA keeps only ``mira.enabled`` of the MiRA block: the rest does not act on its training."""
     out: dict[str, dict[str, Any]] = {}
-    for arm, cfg in saved_configs(runs).items():
-        flat = flat_settings(cfg)
+    for arm, cfg in configs.items():
+        flat = flatten(dataclasses.asdict(cfg))
         if not flat["mira.enabled"]:
             flat = {k: v for k, v in flat.items() if not k.startswith("mira.") or k == "mira.enabled"}
         out[arm] = flat
@@ -634,8 +624,9 @@ def write_report(
     per_seed = {arm: {s: level_values(r, t) for s, r, t in zip(seeds, rs, per_task[arm])} for arm, rs in runs.items()}
     names = list(runs)
     base = names[0]
-    draws = draws_sentence(run_streams(runs))
-    differ = settings_table(run_settings(runs))
+    configs = saved_configs(runs)  # read once: the draw streams and the settings table both come from them
+    draws = draws_sentence(arm_streams(configs))
+    differ = settings_table(arm_settings(configs))
     zero_updates = zero_gradient_updates(runs)
     zero_line = zero_gradient_sentence(zero_updates)
     start = starts.get(modes[0], {})

@@ -191,7 +191,7 @@ def test_the_report_warns_when_arms_draw_their_tasks_from_different_streams(tmp_
         (tmp_path / f"{name}-s0").mkdir()
         (tmp_path / f"{name}-s0" / "config.yaml").write_text(to_yaml(configs[name]))
     runs = {name: [tmp_path / f"{name}-s{s}" for s in (0, 1)] for name in ("sparse", "mira", "unrun")}
-    assert seeded_arms.run_streams(runs) == {"sparse": "sample", "mira": "keys"}
+    assert seeded_arms.arm_streams(seeded_arms.saved_configs(runs)) == {"sparse": "sample", "mira": "keys"}
 
 
 def test_the_report_counts_updates_with_a_zero_gradient(tmp_path: Path) -> None:
@@ -260,7 +260,7 @@ def test_the_report_lists_the_settings_in_which_the_arms_differ(tmp_path: Path) 
         (tmp_path / f"{name}-s0").mkdir()
         (tmp_path / f"{name}-s0" / "config.yaml").write_text(to_yaml(cfg))
     runs = {name: [tmp_path / f"{name}-s{s}" for s in (0, 1)] for name in (*configs, "unrun")}
-    settings = seeded_arms.run_settings(runs)
+    settings = seeded_arms.arm_settings(seeded_arms.saved_configs(runs))
     assert list(settings) == ["sparse", "mira", "no-potential"]
     assert "mira.potential" not in settings["sparse"] and settings["sparse"]["mira.enabled"] is False
     assert settings["mira"]["rl.alpha"] == 0.2 and settings["sparse"]["rl.alpha"] == 0.0
