@@ -321,6 +321,29 @@ def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]
 # -- training ------------------------------------------------------------------------------------------------
 
 
+def probe_states(
+    tasks: list[Any], maker: PromptMaker, far: int, n: int, metric: str = "steps", seed: int = 12345
+) -> list[tuple[Any, Any, list[int]]]:
+    """The held-out one-step probe: two states of each task's cluster at distances drawn uniformly from those it
+    has (1..``far`` units of ``metric``), shuffled, the first ``n``; each as ``(cluster, state, prompt ids)``.
+    Fixed by ``seed``, so two models with their own tokenizers are probed on the same states."""
+    from milepost.envs.rushhour.solver import solve_board
+    from milepost.envs.rushhour.state import RushHourState
+
+    prng = random.Random(seed)
+    picks = []
+    for task in tasks:
+        c = solve_board(task.payload["board"])
+        keys = sample_states(c, far, far, prng, metric)
+        picks += [(c, key) for key in prng.sample(keys, min(2, len(keys)))]
+    prng.shuffle(picks)
+    out = []
+    for c, key in picks[:n]:
+        s = RushHourState(c.layout, c.layout.unpack(key))
+        out.append((c, s, maker.ids(s)))
+    return out
+
+
 def step_accuracy_probe(
     model: Any, backend: Any, probe: list[tuple[Any, Any, list[int]]], batch: int = 64, metric: str = "steps"
 ) -> dict:
@@ -340,7 +363,9 @@ def step_accuracy_probe(
             ids = [p[2] for p in part]
             width = max(map(len, ids))
             inp = torch.tensor([[tok.pad_token_id] * (width - len(x)) + x for x in ids])
-            att = (inp != tok.pad_token_id).long()
+            # The mask from the lengths, not from ``inp != pad``: a chat model's pad token can be its end-of-turn
+            # token (SmolLM2: <|im_end|>), which every chat prompt also holds between its messages.
+            att = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids])
             with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
                 out = model.generate(
                     input_ids=inp,
@@ -543,8 +568,6 @@ def main() -> None:
     from milepost.backends.hf import HFBackend
     from milepost.config import load_config
     from milepost.datasets import load_tasks
-    from milepost.envs.rushhour.solver import solve_board
-    from milepost.envs.rushhour.state import RushHourState
     from milepost.training.config import TrainConfig
     from milepost.training.setup import load_policy
     from milepost.training.trainer import evaluate_policy
@@ -656,17 +679,7 @@ def main() -> None:
     for mode in modes:
         metric = METRIC[mode]
         far = args.max_dist if mode == "atomic" else args.slide_max_dist
-        prng = random.Random(12345)
-        picks = []
-        for task in test_tasks:
-            c = solve_board(task.payload["board"])
-            keys = sample_states(c, far, far, prng, metric)
-            picks += [(c, key) for key in prng.sample(keys, min(2, len(keys)))]
-        prng.shuffle(picks)
-        probes[mode] = []
-        for c, key in picks[: args.probe]:
-            s = RushHourState(c.layout, c.layout.unpack(key))
-            probes[mode].append((c, s, makers[mode].ids(s)))
+        probes[mode] = probe_states(test_tasks, makers[mode], far, args.probe, metric)
         d = [int(distances(c, metric)[c.index(s.key)]) for c, s, _ in probes[mode]]
         log(f"probe ({mode}): {len(d)} held-out states, mean distance {sum(d) / len(d):.1f} {metric}")
 

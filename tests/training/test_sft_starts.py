@@ -291,3 +291,26 @@ def test_onpolicy_examples_label_the_states_the_model_reached(mode: str, model: 
     if mode == "slide":
         assert any(parse_move(tok.decode(c[:-1]).split("ACTION: ")[1]).cells > 1 for c in completions)  # type: ignore[union-attr]
     assert moved  # some turns are on states the model's own moves reached, not only the start
+
+
+def test_the_probe_attends_to_a_prompt_token_that_is_also_the_pad_token() -> None:
+    """A chat model's pad token can be its end-of-turn token (SmolLM2: ``<|im_end|>``), which every chat prompt
+    holds between its messages: the probe's attention mask comes from the prompt lengths, so its answers stay
+    those of the model with a pad token that no prompt holds."""
+    from experiments.sft_starts import probe_states, step_accuracy_probe
+    from milepost.backends.hf import HFBackend
+
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        backend = HFBackend(ROOT / "checkpoints" / "rushhour-sft-d4slide3")  # a Rush Hour start: its answers parse
+    tok = backend.tokenizer
+    states = probe_states(rush_tasks(4, 6, 12), _prompts(backend), 12, 24)
+    in_prompt = tok.eos_token_id  # this tokenizer's end of a message (<|end|>), as <|im_end|> is SmolLM2's
+    assert all(in_prompt in ids for *_, ids in states) and tok.pad_token_id != in_prompt
+    plain = step_accuracy_probe(backend.model, backend, states, batch=8)
+    old = tok.pad_token
+    try:
+        tok.pad_token = tok.eos_token
+        shared = step_accuracy_probe(backend.model, backend, states, batch=8)
+    finally:
+        tok.pad_token = old
+    assert plain["probe_parsed"] > 0.5 and shared == plain
