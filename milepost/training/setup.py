@@ -8,6 +8,8 @@ environment factory, agent settings and an agent, so both recipes read the confi
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ from milepost.envs.levels import parse_levels
 from milepost.errors import InputError
 from milepost.training.config import TrainConfig
 from milepost.types import Task
+
+log = logging.getLogger(__name__)
 
 
 def select_tasks(cfg: TrainConfig, split: str, levels: str | None = None) -> list[Task]:
@@ -116,8 +120,28 @@ def load_policy(cfg: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
     return load_model(path, device, dtype)
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 in hardware (AVX512-BF16 or AMX tiles). torch exposes the checks only as
+    ``torch.cpu._is_*_supported``; without them oneDNN emulates bf16 matmuls in fp32 code paths."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+@functools.cache
+def warn_emulated_bf16() -> None:
+    """Once per process: bf16 asked for on a CPU that emulates it. Measured on an AVX2-only 2-core EPYC: a LoRA
+    SFT step of SmolLM2-135M at 14 tokens/s under bf16 autocast against 307 in fp32
+    (experiments/results/rushhour_smollm2.md)."""
+    log.warning(
+        "bf16 autocast on a CPU without AVX512-BF16 or AMX (torch reports %s): it is emulated and can be many "
+        "times slower than fp32 here; set bf16=false",
+        torch.backends.cpu.get_cpu_capability(),
+    )
+
+
 def autocast_for(cfg: TrainConfig, device: torch.device) -> Any:
     """bf16 autocast on ``device`` when ``cfg.bf16``, else a no-op context (SFT and RL scoring both use it)."""
     if not cfg.bf16:
         return contextlib.nullcontext()
+    if device.type == "cpu" and not cpu_has_native_bf16():
+        warn_emulated_bf16()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
