@@ -86,8 +86,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="torch threads of the SFT and the probes")
     p.add_argument("--n", type=int, default=4, help="samples per test puzzle")
     p.add_argument("--limit", type=int, default=40, help="test puzzles of 4-6 (the first N of the 40)")
-    p.add_argument("--workers", type=int, default=2, help="Ray workers playing each evaluation (one thread each)")
-    p.add_argument("--batch-size", type=int, default=8, help="episodes generated together by each worker")
+    p.add_argument("--workers", type=int, default=0, help="Ray workers playing each evaluation (0: in process)")
+    p.add_argument("--batch-size", type=int, default=16, help="episodes generated together (by each worker)")
     p.add_argument("--seed", type=int, default=0, help="SFT seed and the evaluations' sampling seed")
     p.add_argument("--baseline", default="checkpoints/rushhour-sft-d4slide3", help="the 1M start compared with")
     p.add_argument("--tag", default="", help="suffix of this run's folders and result files")
@@ -128,10 +128,12 @@ def command_line(args: argparse.Namespace) -> str:
     """The invocation that reproduces this run: the defaults left out."""
     parts = ["python -m experiments.rushhour_smollm2", f"--work {args.work}"]
     defaults = {"tasks": 300, "epochs": 1.0, "threads": 2, "n": 4, "limit": 40, "seed": 0, "tag": ""}
+    defaults.update({"workers": 0, "batch_size": 16})
     for key, default in defaults.items():
         value = getattr(args, key)
         if value != default:
-            parts.append(f"--{key} {value:g}" if isinstance(value, float) else f"--{key} {value}")
+            flag = "--" + key.replace("_", "-")
+            parts.append(f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}")
     if args.baseline != "checkpoints/rushhour-sft-d4slide3":
         parts.append(f"--baseline {args.baseline}")
     return " ".join(parts)
