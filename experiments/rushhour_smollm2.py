@@ -213,8 +213,8 @@ def report(sft: Path, ev: Path, ev_base: Path, times: dict[str, Any], args: argp
         if ci:
             err = [[100 * (c["value"] - c["lo"]) for c in ci], [100 * (c["hi"] - c["value"]) for c in ci]]
         b.bar(xs, [100 * v for v in values], width, yerr=err, capsize=4, label=what)
-    b.axhline(100 * STEP_TARGET, ls="--", color="#c04040", lw=1)
-    b.axhline(100 * AVG_TARGET, ls=":", color="#c04040", lw=1)
+    b.axhline(100 * STEP_TARGET, ls="--", color="#c04040", lw=1, label="step accuracy target")
+    b.axhline(100 * AVG_TARGET, ls=":", color="#c04040", lw=1, label=f"avg@{args.n} target")
     b.set_xticks(range(len(labels)), [lab.replace(" (", "\n(") for lab in labels], fontsize=7)
     b.set(ylabel="%", ylim=(0, 100), title=f"Rush Hour {LEVEL}, {ours['tasks']} test puzzles x {args.n}")
     b.legend(fontsize=7)
