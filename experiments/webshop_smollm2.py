@@ -19,7 +19,8 @@ Usage (the first start: 120 orders, one thread, fp32; the SFT took 81 min and th
 
     OMP_NUM_THREADS=1 python -m experiments.webshop_smollm2 --work runs
 
-The second start (240 orders, both cores, bf16 autocast; ``--tag`` names its folders and result files)::
+The second start (240 orders, both cores, bf16 autocast, which was faster there; on a CPU without AVX512-BF16 or
+AMX leave ``--bf16`` out: emulated bf16 ran 22x slower than fp32; ``--tag`` names its folders and result files)::
 
     python -m experiments.webshop_smollm2 --work runs --tasks 240 --threads 2 --bf16 --limit 40 --tag _t240
 """
@@ -80,7 +81,11 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=120, help="training orders the oracle demonstrates (sft.tasks)")
     p.add_argument("--epochs", type=float, default=1.0, help="passes over the demonstrations (sft.epochs)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the SFT")
-    p.add_argument("--bf16", action="store_true", help="bf16 autocast in the SFT (1.5x on this CPU)")
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bf16 autocast in the SFT (faster only on a CPU with AVX512-BF16 or AMX: 22x slower on an AVX2-only one)",
+    )
     p.add_argument("--agent", default="plain", choices=["plain", "sgo"], help="demonstration and evaluation agent")
     p.add_argument("--seed", type=int, default=0, help="SFT seed (orders drawn, noise, batch order) and eval seed")
     p.add_argument("--tag", default="", help="suffix of this run's folders and result files (e.g. _t240)")
