@@ -405,6 +405,8 @@ def shared_prefix_loss(
     import torch
     import torch.nn.functional as F
 
+    from milepost.backends.logprobs import model_forward
+
     n = len(suffixes)
     out = model(input_ids=torch.tensor([prefix]), use_cache=True)
     cache = out.past_key_values
@@ -420,7 +422,7 @@ def shared_prefix_loss(
     P = len(prefix)
     attn = torch.ones((n, P + width), dtype=torch.long)  # right padding: no real token attends to a pad
     pos = torch.arange(P, P + width).unsqueeze(0).expand(n, -1)
-    logits = model(input_ids=inp, attention_mask=attn, position_ids=pos, past_key_values=cache).logits
+    logits = model_forward(model, inp, attn, pos, cache)  # the cache keyword of this transformers version
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
 
 
