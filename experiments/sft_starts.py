@@ -409,7 +409,7 @@ def shared_prefix_loss(
 
     n = len(suffixes)
     out = model(input_ids=torch.tensor([prefix]), use_cache=True)
-    cache = out.past_key_values
+    cache = out["cache"] if "cache" in out else out.past_key_values  # "cache" from transformers 5.x on
     cache.batch_repeat_interleave(n)
     seqs = [s + c for s, c in zip(suffixes, completions)]
     width = max(map(len, seqs))
