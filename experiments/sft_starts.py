@@ -393,6 +393,12 @@ def step_accuracy_probe(
     return {"probe_optimal": opt / n, "probe_legal": legal / n, "probe_parsed": parsed / n}
 
 
+def is_eval_step(done: int, eval_every: int, episode_at: set[int]) -> bool:
+    """Whether step ``done`` is probed (and checkpointed): every ``eval_every`` steps, and at each step of
+    ``episode_at`` (the ``--episode-evals`` steps and the last one), whether or not a multiple of ``eval_every``."""
+    return done % eval_every == 0 or done in episode_at
+
+
 def shared_prefix_loss(
     model: Any, prefix: list[int], suffixes: list[list[int]], completions: list[list[int]], pad: int
 ) -> Any:
@@ -409,7 +415,8 @@ def shared_prefix_loss(
 
     n = len(suffixes)
     out = model(input_ids=torch.tensor([prefix]), use_cache=True)
-    cache = out["cache"] if "cache" in out else out.past_key_values  # "cache" from transformers 5.x on
+    # "cache" from transformers 5.x on; .get(k, out.past_key_values) would read the deprecated property eagerly
+    cache = out["cache"] if "cache" in out else out.past_key_values  # noqa: SIM401
     cache.batch_repeat_interleave(n)
     seqs = [s + c for s, c in zip(suffixes, completions)]
     width = max(map(len, seqs))
@@ -765,7 +772,7 @@ def main() -> None:
         if done % 25 == 0:
             el = time.perf_counter() - t_chunk
             log(f"step {done}/{total} loss {loss_sum / loss_n:.3f} {tokens / max(el, 1e-9):.0f} tok/s")
-        if done % args.eval_every == 0 or done == total:
+        if is_eval_step(done, args.eval_every, episode_at):
             spent += time.perf_counter() - t_chunk
             point: dict[str, Any] = {
                 "step": done,

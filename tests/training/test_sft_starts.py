@@ -314,3 +314,21 @@ def test_the_probe_attends_to_a_prompt_token_that_is_also_the_pad_token() -> Non
     finally:
         tok.pad_token = old
     assert plain["probe_parsed"] > 0.5 and shared == plain
+
+
+def test_an_episode_eval_step_off_the_probe_grid_is_still_evaluated() -> None:
+    from experiments.sft_starts import is_eval_step
+
+    # --episode-evals 1320 with --eval-every 250 was silently skipped before (only multiples of 250 were evaluated)
+    at = {1320, 2000}
+    assert [s for s in range(1, 2001) if is_eval_step(s, 250, at)] == [
+        250,
+        500,
+        750,
+        1000,
+        1250,
+        1320,
+        1500,
+        1750,
+        2000,
+    ]
