@@ -66,56 +66,67 @@ def _mean_load(run: dict[str, Any]) -> str:
     return f"{sum(loads) / len(loads):.1f}" if loads else "-"
 
 
-def _episode_cells(ep: dict[str, Any] | None) -> str:
+def _episode_cells(ep: dict[str, Any] | None) -> list[str]:
     if ep is None:
-        return "- | - | -"
-    return (
-        f"{_pct(ep['step_accuracy'])} | {_pct(ep['avg'])} [{_pct(ep['avg_lo'])}, {_pct(ep['avg_hi'])}] | "
-        f"{_pct(ep['pass'].get('4'))}"
-    )
+        return ["-", "-", "-"]
+    avg = f"{_pct(ep['avg'])} [{_pct(ep['avg_lo'])}, {_pct(ep['avg_hi'])}]"
+    return [_pct(ep["step_accuracy"]), avg, _pct(ep["pass"].get("4"))]
 
 
 def render(runs: dict[str, dict[str, Any]], match: int) -> str:
-    out = [
-        "| run | size | init | examples in the data | threads | mean load | training min | steps | examples seen |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    """The three tables; every row through ``md_row``, so a run label holding ``|`` stays one cell."""
+    from milepost.tables import md_row, md_rule
+
+    head = ["run", "size", "init", "examples in the data", "threads", "mean load", "training min", "steps"]
+    out = [md_row([*head, "examples seen"]), md_rule(9)]
     for label, run in runs.items():
         a, last = run["args"], run["curve"][-1]
         out.append(
-            f"| {label} | {a['size']} | {a.get('init') or 'from scratch'} | {run['examples']} | {a['threads']} | "
-            f"{_mean_load(run)} | {last['train_s'] / 60:.1f} | {last['step']} | {last['examples_seen']} |"
+            md_row(
+                [
+                    label,
+                    a["size"],
+                    a.get("init") or "from scratch",
+                    run["examples"],
+                    a["threads"],
+                    _mean_load(run),
+                    f"{last['train_s'] / 60:.1f}",
+                    last["step"],
+                    last["examples_seen"],
+                ]
+            )
         )
+    ep_head = ["episode step acc. (%)", "avg@4 (%) [95% CI]", "pass@4 (%)"]
     out += [
         "",
         f"At matched examples ({match} seen; each run's last checkpoint at or below it):",
         "",
-        "| run | step | examples seen | training min | probe optimal (%) | probe legal (%) | "
-        "episode step acc. (%) | avg@4 (%) [95% CI] | pass@4 (%) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        md_row(["run", "step", "examples seen", "training min", "probe optimal (%)", "probe legal (%)", *ep_head]),
+        md_rule(9),
     ]
     for label, run in runs.items():
         p = at_examples(run, match)
         if p is None:
-            out.append(f"| {label} | - | - | - | - | - | - | - | - |")
+            out.append(md_row([label, *["-"] * 8]))
             continue
+        probe = [_pct(p["probe_optimal"]), _pct(p["probe_legal"])]
         out.append(
-            f"| {label} | {p['step']} | {p['examples_seen']} | {p['train_s'] / 60:.1f} | {_pct(p['probe_optimal'])} | "
-            f"{_pct(p['probe_legal'])} | {_episode_cells(episode(p))} |"
+            md_row(
+                [label, p["step"], p["examples_seen"], f"{p['train_s'] / 60:.1f}", *probe, *_episode_cells(episode(p))]
+            )
         )
     out += [
         "",
         f"Every episode evaluation (level {LEVEL}, the SFT script's settings):",
         "",
-        "| run | step | examples seen | training min | episode step acc. (%) | avg@4 (%) [95% CI] | pass@4 (%) |",
-        "|---|---|---|---|---|---|---|",
+        md_row(["run", "step", "examples seen", "training min", *ep_head]),
+        md_rule(7),
     ]
     for label, run in runs.items():
         for p in run["curve"]:
-            if episode(p) is not None:
+            if (ep := episode(p)) is not None:
                 out.append(
-                    f"| {label} | {p['step']} | {p['examples_seen']} | {p['train_s'] / 60:.1f} | "
-                    f"{_episode_cells(episode(p))} |"
+                    md_row([label, p["step"], p["examples_seen"], f"{p['train_s'] / 60:.1f}", *_episode_cells(ep)])
                 )
     return "\n".join(out) + "\n"
 
