@@ -21,6 +21,10 @@ answer format but not the rules (step accuracy 3-10%, avg@4 0%). This script cha
 - **the model's own states (DAgger).** ``--onpolicy N``: before training, the model plays N training puzzles at
   the agent's temperature; every turn's prompt, exactly as it saw it, becomes an example whose target is an
   optimal move of that turn's state (rebuilt by replaying the applied actions).
+- **plans as reasons.** ``--answer plan-back`` writes the rest of a step-optimal plan that starts with the target
+  move into the REASON, from the goal back to the move (``A right 3 < B up 2 < C up 1.``): the blocking chain, so
+  that the model writes what the move is for before the move. ``plan-forward`` writes the same plan in play order
+  (the move first), the control for "more supervised tokens" without "reasoning before acting".
 
 Prompts are built exactly as the agent builds them (goal, observation, chat template; ``memory_k: 0``); the
 script checks this against the real agent loop's prompt ids before training. Answers are the oracle's format
@@ -161,11 +165,44 @@ class PromptMaker:
         return list(self.backend.encode(GenerationRequest(messages=messages)))
 
 
-def answer_text(move: Any) -> str:
+ANSWERS = ("move", "plan-back", "plan-forward")
+PLAN_MAX_NEW_TOKENS = 96  # a plan answer: ~5 tokens per slide; 60 at most in 719 training examples (mean 25)
+
+
+def plan_reason(cluster: Any, state: Any, move: Any, order: str) -> str:
+    """The rest of a step-optimal solution that starts with ``move``, as slides (consecutive one-cell moves of a
+    vehicle in one direction merged): ``back`` from the goal (``A right 3 < B up 2 < C up 1.``, the blocking
+    chain a person reasons along, ending with the vehicle to move now) or ``forward`` (``C up 1 > B up 2 > A right
+    3.``). After ``move`` the solver's tie-broken optimal moves; ``move`` must be optimal (one-cell)."""
+    from milepost.envs.rushhour.solver import optimal_move
+
+    s = state.clone()
+    s.apply(move)
+    steps = [move]
+    while (nxt := optimal_move(cluster, s, "steps")) is not None:
+        steps.append(nxt)
+        s.apply(nxt)
+    slides: list[list[Any]] = []
+    for m in steps:
+        if slides and (slides[-1][0], slides[-1][1]) == (m.vehicle, m.direction):
+            slides[-1][2] += 1
+        else:
+            slides.append([m.vehicle, m.direction, 1])
+    parts = [f"{v} {d} {n}" for v, d, n in slides]
+    return (" < ".join(reversed(parts)) if order == "back" else " > ".join(parts)) + "."
+
+
+def answer_text(move: Any, cluster: Any = None, state: Any = None, answer: str = "move") -> str:
+    """The target text of ``move`` in ``state``: the oracle's short reason (``answer="move"``), or the plan it
+    starts (``plan-back`` / ``plan-forward``, see ``plan_reason``; needs ``cluster`` and ``state``)."""
     from milepost.agent.parsing import format_answer
     from milepost.envs.rushhour.moves import _reason
 
-    return format_answer(_reason(move), move.text())
+    if answer == "move":
+        return format_answer(_reason(move), move.text())
+    if answer not in ANSWERS:
+        raise ValueError(f"unknown answer style {answer!r} (choose from {', '.join(ANSWERS)})")
+    return format_answer(plan_reason(cluster, state, move, answer.removeprefix("plan-")), move.text())
 
 
 def make_examples(
@@ -179,9 +216,13 @@ def make_examples(
     feedback: float,
     seed: int,
     metric: str = "steps",
+    answer: str = "move",
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Step-level (prompt ids, completion ids + EOS) examples from the clusters of ``tasks``: one-cell moves
-    (``metric`` steps, atomic mode) or slides (``moves``, slide mode; ``prompts`` must carry that mode's goal)."""
+    (``metric`` steps, atomic mode) or slides (``moves``, slide mode; ``prompts`` must carry that mode's goal).
+    ``answer``: the target's style (``answer_text``; a plan needs one-cell moves)."""
+    if answer != "move" and metric != "steps":
+        raise ValueError(f"answer style {answer} needs one-cell moves (metric steps), not {metric}")
     from milepost.envs.rushhour.moves import illegal
     from milepost.envs.rushhour.rules import parse_move
     from milepost.envs.rushhour.solver import optimal_move, solve_board
@@ -207,7 +248,8 @@ def make_examples(
                 bad = parse_move(illegal(SimpleNamespace(state=state), rng))  # type: ignore[arg-type]
                 fb = state.why_illegal(bad) if bad is not None else None
             prompts_out.append(prompts.ids(state, fb))
-            completions.append([*tokenizer.encode(answer_text(move), add_special_tokens=False), eos])
+            text = answer_text(move, cluster, state, answer)
+            completions.append([*tokenizer.encode(text, add_special_tokens=False), eos])
         if (n + 1) % 100 == 0:
             log(
                 f"examples: {n + 1}/{len(tasks)} clusters, {len(prompts_out)} examples, {time.perf_counter() - t0:.0f}s"
@@ -216,7 +258,7 @@ def make_examples(
 
 
 def onpolicy_examples(
-    cfg: Any, backend: Any, tasks: list[Any], *, samples: int, seed: int
+    cfg: Any, backend: Any, tasks: list[Any], *, samples: int, seed: int, answer: str = "move"
 ) -> tuple[list[list[int]], list[list[int]], dict[str, Any]]:
     """Examples on the states the model itself reaches (DAgger, Ross et al. 2011): the model plays ``tasks``
     (``samples`` episodes each, at the agent's temperature, in ``cfg``'s action mode) and every turn's prompt,
@@ -224,7 +266,8 @@ def onpolicy_examples(
     one-cell move in atomic mode, a slide that brings the state one move closer in slide mode.
 
     Each turn's state is rebuilt by replaying the actions the environment applied from the puzzle's start, and
-    checked against the board the prompt showed. Returns prompts, completions and rollout statistics.
+    checked against the board the prompt showed. ``answer``: the target's style (``answer_text``; atomic mode
+    only for a plan). Returns prompts, completions and rollout statistics.
     """
     from milepost.agent.loop import BackendPolicy, Job, run_episodes
     from milepost.envs.rushhour.rules import parse_move
@@ -234,6 +277,8 @@ def onpolicy_examples(
 
     settings = agent_settings(cfg)
     metric = METRIC[cfg.env.action_mode]
+    if answer != "move" and metric != "steps":
+        raise ValueError(f"answer style {answer} needs atomic mode, not {cfg.env.action_mode}")
     jobs = [Job(t, k) for t in tasks for k in range(samples)]
     t0 = time.perf_counter()
     episodes = run_episodes(env_factory(cfg, 6), jobs, BackendPolicy(backend, settings), settings, seed=seed)
@@ -258,7 +303,8 @@ def onpolicy_examples(
             if moves:
                 move = rng.choice(moves)
                 prompts_out.append(list(turn.prompt_ids))
-                completions.append([*backend.tokenizer.encode(answer_text(move), add_special_tokens=False), eos])
+                text = answer_text(move, cluster, state, answer)
+                completions.append([*backend.tokenizer.encode(text, add_special_tokens=False), eos])
             for action in turn.actions:
                 applied = parse_move(action)
                 assert applied is not None  # the environment applied it
@@ -345,10 +391,16 @@ def probe_states(
 
 
 def step_accuracy_probe(
-    model: Any, backend: Any, probe: list[tuple[Any, Any, list[int]]], batch: int = 64, metric: str = "steps"
+    model: Any,
+    backend: Any,
+    probe: list[tuple[Any, Any, list[int]]],
+    batch: int = 64,
+    metric: str = "steps",
+    max_new_tokens: int = 32,
 ) -> dict:
     """Greedy one-step answers on held-out states: share optimal, share legal, share parsed. In ``moves``
-    (slide mode) a slide of any length is legal and optimal when it brings the state one move closer."""
+    (slide mode) a slide of any length is legal and optimal when it brings the state one move closer.
+    ``max_new_tokens``: the agent's cap (32 in the rushhour configs, where a slide answer takes up to 27)."""
     import torch
 
     from milepost.envs.actions import action_segment
@@ -370,7 +422,7 @@ def step_accuracy_probe(
                 out = model.generate(
                     input_ids=inp,
                     attention_mask=att,
-                    max_new_tokens=32,  # the agent's cap (rushhour configs); a slide answer takes up to 27
+                    max_new_tokens=max_new_tokens,
                     do_sample=False,
                     pad_token_id=tok.pad_token_id,
                     eos_token_id=tok.eos_token_id,
@@ -490,6 +542,14 @@ def main() -> None:
     p.add_argument("--max-dist", type=int, default=20, help="farthest state drawn, in one-cell steps")
     p.add_argument("--label", choices=("random", "tiebreak"), default="random")
     p.add_argument("--feedback", type=float, default=0.1, help="share of examples after a rejected move")
+    p.add_argument(
+        "--answer",
+        choices=ANSWERS,
+        default="move",
+        help="the target's REASON: the oracle's short one (move), or the rest of a step-optimal plan from the goal "
+        "back to the move (plan-back: 'A right 3 < B up 2 < C up 1.') or forward (plan-forward); a plan raises the "
+        f"agent's max_new_tokens to {PLAN_MAX_NEW_TOKENS} and needs atomic mode only",
+    )
     p.add_argument("--levels", default=TRAIN_LEVELS, help="levels of the training puzzles (the test puzzles too)")
     p.add_argument(
         "--slide-per-cluster",
@@ -567,6 +627,10 @@ def main() -> None:
         {"slide"} if args.slide_per_cluster else set()
     ):
         p.error(f"--onpolicy-modes {args.onpolicy_modes}: atomic and slide only; slide needs --slide-per-cluster")
+    if args.answer != "move" and (
+        args.slide_per_cluster or set(args.eval_modes.split(",")) != {"atomic"} or "slide" in args.onpolicy_modes
+    ):
+        p.error(f"--answer {args.answer}: atomic mode only (no --slide-per-cluster, slide eval or on-policy modes)")
     if args.export:
         export(Path(args.work), Path(args.export))
         return
@@ -601,6 +665,8 @@ def main() -> None:
     log(f"data: {len(train_tasks)} train / {len(test_tasks)} test puzzles ({timings['data_s']:.0f}s)")
 
     over = [f"data={data}", "levels=4-6", f"threads={args.threads}", f"model=tiny:{args.size}", f"seed={args.seed}"]
+    if args.answer != "move":
+        over.append(f"agent.max_new_tokens={PLAN_MAX_NEW_TOKENS}")
     cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", over)
     cfg = dataclasses.replace(
         cfg,
@@ -636,7 +702,11 @@ def main() -> None:
         k, far = (
             (args.per_cluster, args.max_dist) if mode == "atomic" else (args.slide_per_cluster, args.slide_max_dist)
         )
-        name = f"examples-{args.label}-{k}-{far}-{args.feedback}" + ("" if mode == "atomic" else "-slide")
+        name = (
+            f"examples-{args.label}-{k}-{far}-{args.feedback}"
+            + ("" if mode == "atomic" else "-slide")
+            + ("" if args.answer == "move" else f"-{args.answer}")
+        )
         ex_file = work / f"{name}.pt"
         if ex_file.exists():
             ex = torch.load(ex_file, weights_only=False)
@@ -653,6 +723,7 @@ def main() -> None:
                 feedback=args.feedback,
                 seed=args.seed + (0 if mode == "atomic" else 1),
                 metric=metric,
+                answer=args.answer,
             )
             ex = {"prompts": pr, "completions": co, "build_s": time.perf_counter() - t}
             torch.save(ex, ex_file.with_suffix(".tmp"))
@@ -660,14 +731,20 @@ def main() -> None:
         pools[mode] = ex
     for mode in onpolicy_modes:
         suffix = "" if mode == "atomic" else f"-{mode}"  # the atomic pool keeps its earlier file and pool name
-        on_file = work / f"onpolicy-{args.onpolicy}-{args.onpolicy_samples}{suffix}.pt"
+        style = "" if args.answer == "move" else f"-{args.answer}"
+        on_file = work / f"onpolicy-{args.onpolicy}-{args.onpolicy_samples}{suffix}{style}.pt"
         if on_file.exists():
             ex = torch.load(on_file, weights_only=False)
         else:
             picked = random.Random(args.seed).sample(train_tasks, min(args.onpolicy, len(train_tasks)))
             model.eval()
             pr, co, stats = onpolicy_examples(
-                mode_config(cfg, mode), backend, picked, samples=args.onpolicy_samples, seed=args.seed
+                mode_config(cfg, mode),
+                backend,
+                picked,
+                samples=args.onpolicy_samples,
+                seed=args.seed,
+                answer=args.answer,
             )
             model.train()
             ex = {"prompts": pr, "completions": co, "build_s": stats["rollout_s"], "stats": stats}
@@ -693,7 +770,7 @@ def main() -> None:
         log(f"probe ({mode}): {len(d)} held-out states, mean distance {sum(d) / len(d):.1f} {metric}")
 
     def run_probes() -> dict[str, float]:
-        out = step_accuracy_probe(model, backend, probes["atomic"])
+        out = step_accuracy_probe(model, backend, probes["atomic"], max_new_tokens=cfg.agent.max_new_tokens)
         if "slide" in probes:
             sl = step_accuracy_probe(model, backend, probes["slide"], metric=METRIC["slide"])
             out.update({f"slide_{k}": v for k, v in sl.items()})
@@ -940,7 +1017,8 @@ def report(
         f"python -m experiments.sft_starts --work {args.work} --size {args.size} --train {args.train} "
         f"--test {args.test} --levels {args.levels} --data-seed {args.data_seed} --per-cluster {args.per_cluster} "
         f"--max-dist {args.max_dist} --label {args.label} "
-        f"--feedback {args.feedback} --steps {args.steps} --batch {args.batch} --lr {args.lr} --warmup {args.warmup}"
+        + (f"--answer {args.answer} " if args.answer != "move" else "")
+        + f"--feedback {args.feedback} --steps {args.steps} --batch {args.batch} --lr {args.lr} --warmup {args.warmup}"
         + (" --bf16" if args.bf16 else "")
         + (f" --minutes {args.minutes:g}" if args.minutes else "")
         + (f" --episode-evals {args.episode_evals}" if args.episode_evals else "")
@@ -954,6 +1032,12 @@ def report(
         + (f" --tag {tag}" if tag else "")
     )
     target = "any optimal move, drawn uniformly" if args.label == "random" else "the oracle's tie-broken optimal move"
+    if args.answer != "move":
+        way = "from the goal back to the move" if args.answer == "plan-back" else "from the move to the goal"
+        target += (
+            f"; its REASON the rest of a step-optimal plan that starts with it, as slides {way} "
+            f"(`--answer {args.answer}`; max_new_tokens {PLAN_MAX_NEW_TOKENS})"
+        )
     precision = "bf16 autocast" if args.bf16 else "fp32"
     if args.minutes:
         precision += "; the cosine over a wall-clock budget, the machine's speed varying with its load"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -132,6 +133,74 @@ def test_slide_examples_target_slides_one_move_closer_under_the_slide_goal(backe
         assert move in optimal_moves(cluster, state, "moves")
         cells.append(move.cells)
     assert max(cells) > 1  # the answers carry slide lengths: move(X, dir, N)
+
+
+@pytest.mark.parametrize("answer", ["plan-back", "plan-forward"])
+def test_a_plan_answer_is_a_step_optimal_solution_from_the_target_move(backend, answer: str) -> None:  # type: ignore[no-untyped-def]
+    from experiments.sft_starts import make_examples, optimal_moves
+
+    task = rush_tasks(4, 6, 1)[0]
+    cluster = solve_board(task.payload["board"])
+    by_text = {}
+    for key in cluster.states.tolist():
+        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
+        by_text[s.render_text()] = s
+    tok = backend.tokenizer
+    prompts, completions = make_examples(
+        [task],
+        _prompts(backend),
+        tok,
+        per_cluster=12,
+        max_dist=10,
+        label="random",
+        feedback=0.0,
+        seed=0,
+        answer=answer,
+    )
+    merged = 0
+    for p, c in zip(prompts, completions):
+        text = tok.decode(c[:-1])
+        reason, action = text.removeprefix("REASON: ").split(" ACTION: ")
+        state = by_text[tok.decode(p).split("Current observation:\n")[1].split("<|end|>")[0]]
+        move = parse_move(action)
+        assert move in optimal_moves(cluster, state)
+        slides = [part.split(" ") for part in reason.removesuffix(".").split(" < " if answer == "plan-back" else " > ")]
+        if answer == "plan-back":
+            slides.reverse()
+        assert (slides[0][0], slides[0][1]) == (move.vehicle, move.direction)  # the plan starts with the move
+        assert slides[-1][:2] == ["A", "right"]  # and ends with A driving out
+        # Replaying the slides cell by cell, each cell one step closer, reaches the goal: a step-optimal plan.
+        s = state.clone()
+        for vehicle, direction, cells in slides:
+            merged += int(cells) > 1
+            for _ in range(int(cells)):
+                here = int(cluster.steps[cluster.index(s.key)])
+                one = parse_move(f"move({vehicle}, {direction})")
+                assert one is not None and s.why_illegal(one) is None
+                s.apply(one)
+                assert int(cluster.steps[cluster.index(s.key)]) == here - 1
+        assert int(cluster.steps[cluster.index(s.key)]) == 0
+        # consecutive slides are of different vehicles or directions (merged)
+        assert all(a[:2] != b[:2] for a, b in itertools.pairwise(slides))
+    assert merged  # some slides are longer than one cell
+
+
+def test_a_plan_answer_needs_one_cell_moves(backend) -> None:  # type: ignore[no-untyped-def]
+    from experiments.sft_starts import make_examples
+
+    with pytest.raises(ValueError, match="one-cell"):
+        make_examples(
+            rush_tasks(4, 6, 1),
+            _prompts(backend),
+            backend.tokenizer,
+            per_cluster=2,
+            max_dist=4,
+            label="random",
+            feedback=0.0,
+            seed=0,
+            metric="moves",
+            answer="plan-back",
+        )
 
 
 def test_batches_hold_one_mode_and_mix_the_modes_by_size() -> None:
