@@ -1,4 +1,5 @@
-"""Rush Hour SFT starts side by side by examples seen: does the model's size move the rules it learns?
+"""Rush Hour SFT starts side by side by examples seen: does the model's size (or the answer's style) move the
+rules it learns?
 
 Issue 28 asks for a Rush Hour start with episode step accuracy >= 80% at 4-6 moves. The 1M model's rounds of
 DAgger and slide data plateaued near 40-45% (``sft_starts_dagger5.md``, ``sft_starts_d4slide3.md``); the notes
@@ -6,7 +7,8 @@ named a larger model as the lever not yet tried. This script reads the JSON file
 writes (one per run) and sets the runs beside each other on the axis they share, examples seen, because the runs
 differ in wall-clock speed (model size, threads, the machine's load):
 
-* the runs' settings: model size, data, threads, load, training minutes, steps and examples;
+* the runs' settings: model size, the target answer's style when a run is not the default (``sft_starts
+  --answer``), data, threads, load, training minutes, steps and examples;
 * at matched examples (``--match``; default the smallest of the runs' last checkpoints): each run's last probe at
   or below that count, and its episode evaluation there if it had one;
 * every episode evaluation of every run (step accuracy, avg@4 with its interval, pass@4, the minutes it took);
@@ -77,8 +79,11 @@ def render(runs: dict[str, dict[str, Any]], match: int) -> str:
     """The three tables; every row through ``md_row``, so a run label holding ``|`` stays one cell."""
     from milepost.tables import md_row, md_rule
 
-    head = ["run", "size", "init", "examples in the data", "threads", "mean load", "training min", "steps"]
-    out = [md_row([*head, "examples seen"]), md_rule(9)]
+    # The answer column only where a run's target is not the default (the earlier reports keep their table).
+    styled = any(run["args"].get("answer", "move") != "move" for run in runs.values())
+    head = ["run", "size", *(["answer"] if styled else []), "init", "examples in the data", "threads", "mean load"]
+    head += ["training min", "steps", "examples seen"]
+    out = [md_row(head), md_rule(len(head))]
     for label, run in runs.items():
         a, last = run["args"], run["curve"][-1]
         out.append(
@@ -86,6 +91,7 @@ def render(runs: dict[str, dict[str, Any]], match: int) -> str:
                 [
                     label,
                     a["size"],
+                    *([a.get("answer", "move")] if styled else []),
                     a.get("init") or "from scratch",
                     run["examples"],
                     a["threads"],
@@ -191,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--match", type=int, default=None, help="examples seen to compare at (default: the smallest end)")
     p.add_argument("--out", default=None, help="also write the report to this .md path, with its .json and .png")
     p.add_argument("--reading", default=None, help="a hand-written reading (Markdown file) kept at the report's end")
+    p.add_argument("--title", default="Rush Hour SFT starts by model size", help="the report's heading")
     args = p.parse_args(argv)
     if len(args.runs) < 2:
         raise SystemExit("sft_size_compare: give two or more LABEL=PATH runs")
@@ -208,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
 
         out = Path(args.out).with_suffix(".md")
         command = shlex.join(["python", "-m", "experiments.sft_size_compare", *(argv or sys.argv[1:])])
-        head = f"# Rush Hour SFT starts by model size\n\nCommand: `{command}`.\n\n"
+        head = f"# {args.title}\n\nCommand: `{command}`.\n\n"
         tail = f"\n![probe and episodes against examples seen]({out.with_suffix('.png').name})\n"
         if args.reading:
             tail += "\n" + Path(args.reading).read_text(encoding="utf-8")

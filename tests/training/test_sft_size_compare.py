@@ -101,3 +101,19 @@ def test_one_run_or_a_repeated_label_is_refused(runs: list[str]) -> None:
         cmp.main(runs[:1])
     with pytest.raises(SystemExit, match="share a label"):
         cmp.main([runs[0], runs[0]])
+
+
+def test_the_answer_column_appears_only_when_a_run_is_not_the_default(runs: list[str], tmp_path: Path) -> None:
+    loaded = dict(cmp.load(s) for s in runs)
+    assert "| answer |" not in cmp.render(loaded, 42240)  # the earlier reports' table, unchanged
+    plan = json.loads(Path(runs[0].split("=", 1)[1]).read_text())
+    plan["args"]["answer"] = "plan-back"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    loaded["plan"] = cmp.load(f"plan={path}")[1]
+    text = cmp.render(loaded, 42240)
+    assert "| run | size | answer | init |" in text
+    assert "| plan | 1m | plan-back | from scratch |" in text and "| small | 1m | move | from scratch |" in text
+    out = tmp_path / "titled.md"
+    cmp.main([*runs, "--out", str(out), "--title", "Rush Hour SFT starts by answer style"])
+    assert out.read_text().startswith("# Rush Hour SFT starts by answer style\n")
