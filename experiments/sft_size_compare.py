@@ -103,17 +103,18 @@ def render(runs: dict[str, dict[str, Any]], match: int) -> str:
             )
         )
     ep_head = ["episode step acc. (%)", "avg@4 (%) [95% CI]", "pass@4 (%)"]
+    match_head = ["run", "step", "examples seen", "training min", "probe optimal (%)", "probe legal (%)", *ep_head]
     out += [
         "",
         f"At matched examples ({match} seen; each run's last checkpoint at or below it):",
         "",
-        md_row(["run", "step", "examples seen", "training min", "probe optimal (%)", "probe legal (%)", *ep_head]),
-        md_rule(9),
+        md_row(match_head),
+        md_rule(len(match_head)),
     ]
     for label, run in runs.items():
         p = at_examples(run, match)
         if p is None:
-            out.append(md_row([label, *["-"] * 8]))
+            out.append(md_row([label, *["-"] * (len(match_head) - 1)]))
             continue
         probe = [_pct(p["probe_optimal"]), _pct(p["probe_legal"])]
         out.append(
@@ -121,12 +122,13 @@ def render(runs: dict[str, dict[str, Any]], match: int) -> str:
                 [label, p["step"], p["examples_seen"], f"{p['train_s'] / 60:.1f}", *probe, *_episode_cells(episode(p))]
             )
         )
+    every_head = ["run", "step", "examples seen", "training min", *ep_head]
     out += [
         "",
         f"Every episode evaluation (level {LEVEL}, the SFT script's settings):",
         "",
-        md_row(["run", "step", "examples seen", "training min", *ep_head]),
-        md_rule(7),
+        md_row(every_head),
+        md_rule(len(every_head)),
     ]
     for label, run in runs.items():
         for p in run["curve"]:

@@ -174,6 +174,8 @@ def plan_reason(cluster: Any, state: Any, move: Any, order: str) -> str:
     vehicle in one direction merged): ``back`` from the goal (``A right 3 < B up 2 < C up 1.``, the blocking
     chain a person reasons along, ending with the vehicle to move now) or ``forward`` (``C up 1 > B up 2 > A right
     3.``). After ``move`` the solver's tie-broken optimal moves; ``move`` must be optimal (one-cell)."""
+    from itertools import groupby
+
     from milepost.envs.rushhour.solver import optimal_move
 
     s = state.clone()
@@ -182,13 +184,8 @@ def plan_reason(cluster: Any, state: Any, move: Any, order: str) -> str:
     while (nxt := optimal_move(cluster, s, "steps")) is not None:
         steps.append(nxt)
         s.apply(nxt)
-    slides: list[list[Any]] = []
-    for m in steps:
-        if slides and (slides[-1][0], slides[-1][1]) == (m.vehicle, m.direction):
-            slides[-1][2] += 1
-        else:
-            slides.append([m.vehicle, m.direction, 1])
-    parts = [f"{v} {d} {n}" for v, d, n in slides]
+    slides = groupby(steps, key=lambda m: (m.vehicle, m.direction))
+    parts = [f"{v} {d} {len(list(run))}" for (v, d), run in slides]
     return (" < ".join(reversed(parts)) if order == "back" else " > ".join(parts)) + "."
 
 
@@ -690,6 +687,7 @@ def main() -> None:
     # One pool of examples per action mode: each has its own goal text (system message), and a batch is
     # drawn from one pool so that the shared-prefix loss runs one system message per step.
     modes = ["atomic"] + (["slide"] if args.slide_per_cluster else [])
+    style = "" if args.answer == "move" else f"-{args.answer}"  # in the example files' names
     onpolicy_modes = args.onpolicy_modes.split(",") if args.onpolicy else []
     onpolicy: dict[str, dict[str, Any]] = {}  # rollout statistics of each mode's on-policy examples
     makers: dict[str, PromptMaker] = {}
@@ -702,11 +700,7 @@ def main() -> None:
         k, far = (
             (args.per_cluster, args.max_dist) if mode == "atomic" else (args.slide_per_cluster, args.slide_max_dist)
         )
-        name = (
-            f"examples-{args.label}-{k}-{far}-{args.feedback}"
-            + ("" if mode == "atomic" else "-slide")
-            + ("" if args.answer == "move" else f"-{args.answer}")
-        )
+        name = f"examples-{args.label}-{k}-{far}-{args.feedback}" + ("" if mode == "atomic" else "-slide") + style
         ex_file = work / f"{name}.pt"
         if ex_file.exists():
             ex = torch.load(ex_file, weights_only=False)
@@ -731,7 +725,6 @@ def main() -> None:
         pools[mode] = ex
     for mode in onpolicy_modes:
         suffix = "" if mode == "atomic" else f"-{mode}"  # the atomic pool keeps its earlier file and pool name
-        style = "" if args.answer == "move" else f"-{args.answer}"
         on_file = work / f"onpolicy-{args.onpolicy}-{args.onpolicy_samples}{suffix}{style}.pt"
         if on_file.exists():
             ex = torch.load(on_file, weights_only=False)

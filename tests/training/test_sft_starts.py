@@ -40,6 +40,15 @@ def _prompts(backend):  # type: ignore[no-untyped-def]
     return PromptMaker(backend, env.goal_text())
 
 
+def _states_by_text(cluster):  # type: ignore[no-untyped-def]
+    """Every state of ``cluster`` by its board text, to read back the state a prompt shows."""
+    out = {}
+    for key in cluster.states.tolist():
+        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
+        out[s.render_text()] = s
+    return out
+
+
 def test_sampled_states_and_their_targets_are_optimal_moves(backend) -> None:  # type: ignore[no-untyped-def]
     from experiments.sft_starts import make_examples, optimal_moves, sample_states
 
@@ -64,10 +73,7 @@ def test_sampled_states_and_their_targets_are_optimal_moves(backend) -> None:  #
     )
     assert len(prompts) == len(completions) > 5
     rejected = 0
-    by_text = {}
-    for key in cluster.states.tolist():
-        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
-        by_text[s.render_text()] = s
+    by_text = _states_by_text(cluster)
     for p, c in zip(prompts, completions):
         assert c[-1] == tok.eos_token_id
         text = tok.decode(c[:-1])
@@ -119,10 +125,7 @@ def test_slide_examples_target_slides_one_move_closer_under_the_slide_goal(backe
         seed=0,
         metric="moves",
     )
-    by_text = {}
-    for key in cluster.states.tolist():
-        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
-        by_text[s.render_text()] = s
+    by_text = _states_by_text(cluster)
     cells = []
     for p, c in zip(prompts, completions):
         shown = tok.decode(p)
@@ -141,10 +144,7 @@ def test_a_plan_answer_is_a_step_optimal_solution_from_the_target_move(backend, 
 
     task = rush_tasks(4, 6, 1)[0]
     cluster = solve_board(task.payload["board"])
-    by_text = {}
-    for key in cluster.states.tolist():
-        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
-        by_text[s.render_text()] = s
+    by_text = _states_by_text(cluster)
     tok = backend.tokenizer
     prompts, completions = make_examples(
         [task],
