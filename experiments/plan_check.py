@@ -1,0 +1,277 @@
+"""Are the plans a Rush Hour model writes correct? Issue 28's Rush Hour start, trained on plan targets.
+
+``experiments.sft_starts --answer plan-back`` trains the REASON to be the rest of a step-optimal plan, from the goal
+back to the move (``A right 3 < B up 2 < C up 1.``). The episode metrics grade only the ACTION. This script grades
+the plan too: it reads the ``episodes.jsonl`` of one or more ``milepost eval`` runs, finds each turn's state in
+its puzzle's solved cluster (the board text of the observation), replays the written plan in play order cell by
+cell and reports, per run:
+
+* parsed: the REASON is a plan (``V dir N`` slides joined by ``<``; ``>`` for ``plan-forward``);
+* agrees: the plan's first slide is the ACTION's vehicle and direction (does the move follow the plan?);
+* legal: every cell of the plan can be played; the share of the plan's cells played before the first illegal one;
+* reaches the goal: legal, and A is at the exit at its end; step-optimal: also as long as the state's distance;
+* the written length against the state's distance (cells);
+* the ACTION's optimal share among turns whose plan is step-optimal, and among the others.
+
+Each over every turn, over the first turn of each episode (the puzzle's start: the state nearest the training
+distribution) and split by solved and failed episodes.
+
+Usage (each RUN is ``LABEL=EVAL_FOLDER``; DATA the dataset the eval's tasks came from)::
+
+    python -m experiments.plan_check plan-back=runs/sft-starts-plan-back/eval-3589 \\
+        --data runs/sft-starts-1m-quiet/data --out experiments/results/rushhour_plan_check.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+_SLIDE = re.compile(r"([A-Z])\s+(up|down|left|right)\s+(\d+)")
+_GROUPS = ("all turns", "first turns", "solved episodes", "failed episodes")
+
+
+def parse_plan(reason: str) -> list[Any] | None:
+    """The slides of a written plan in play order (``Move`` with cells), or None when the REASON is not a plan.
+
+    ``A right 3 < B up 2 < C up 1.`` is written from the goal back (read right to left); ``C up 1 > B up 2 > A
+    right 3.`` in play order. A plan of one slide reads the same both ways."""
+    from milepost.envs.rushhour.state import Move
+
+    text = reason.strip().rstrip(".").strip()
+    back, forward = " < " in text, " > " in text
+    if back and forward:
+        return None
+    parts = text.split(" < " if back else " > ")
+    out = []
+    for part in parts:
+        m = _SLIDE.fullmatch(part.strip())
+        if m is None or int(m[3]) < 1:
+            return None
+        out.append(Move(m[1], m[2], int(m[3])))
+    return out[::-1] if back else out
+
+
+def grade_plan(cluster: Any, state: Any, plan: list[Any]) -> dict[str, Any]:
+    """Replay ``plan`` (slides in play order) from ``state`` one cell at a time: cells legal before the first
+    illegal one, whether all are legal, whether the end is solved, and whether it is step-optimal (every cell one
+    step closer in ``cluster``'s one-cell distances)."""
+    from milepost.envs.rushhour.state import Move
+
+    dist = cluster.steps
+    s = state.clone()
+    here = int(dist[cluster.index(s.key)])
+    cells = sum(m.cells for m in plan)
+    legal = 0
+    optimal = True
+    for m in plan:
+        for _ in range(m.cells):
+            cell = Move(m.vehicle, m.direction, 1)
+            if s.why_illegal(cell) is not None:
+                return {"cells": cells, "legal_cells": legal, "legal": False, "solves": False, "optimal": False}
+            s.apply(cell)
+            legal += 1
+            d = int(dist[cluster.index(s.key)])
+            optimal = optimal and d == here - 1
+            here = d
+    solves = s.is_solved()
+    return {"cells": cells, "legal_cells": legal, "legal": True, "solves": solves, "optimal": solves and optimal}
+
+
+def grade_turns(episodes: list[Any], clusters: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per turn of ``episodes``: its group flags, the state's distance, the ACTION's correctness and the
+    plan's grade (``plan`` None when the REASON is not a plan). ``clusters`` maps task ids to solved clusters."""
+    from milepost.agent.parsing import parse_answer
+    from milepost.envs.rushhour.rules import parse_move
+    from milepost.envs.rushhour.state import RushHourState
+
+    boards: dict[str, dict[str, Any]] = {}
+    rows = []
+    for ep in episodes:
+        cluster = clusters.get(ep.task_id)
+        if cluster is None:
+            raise SystemExit(f"plan_check: task {ep.task_id} is not in the dataset given with --data")
+        if ep.task_id not in boards:
+            by_text = {}
+            for key in cluster.states.tolist():
+                s = RushHourState(cluster.layout, cluster.layout.unpack(key))
+                by_text[s.render_text()] = s
+            boards[ep.task_id] = by_text
+        by_text = boards[ep.task_id]
+        for turn in ep.turns:
+            board = "\n".join(turn.observation.split("\n")[:8])
+            state = by_text.get(board)
+            if state is None:
+                raise SystemExit(f"plan_check: {ep.task_id} turn {turn.index}: the observation's board is not a state")
+            parsed = parse_answer(turn.text)
+            plan = parse_plan(parsed.reason)
+            action = parse_move(parsed.action)
+            row: dict[str, Any] = {
+                "first": turn.index == 0,
+                "solved": bool(ep.success),
+                "distance": int(cluster.steps[cluster.index(state.key)]),
+                "action_optimal": turn.correct_actions > 0,
+                "plan": None,
+            }
+            if plan:
+                grade = grade_plan(cluster, state, plan)
+                grade["agrees"] = action is not None and (action.vehicle, action.direction) == (
+                    plan[0].vehicle,
+                    plan[0].direction,
+                )
+                row["plan"] = grade
+            rows.append(row)
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per group of turns: counts, the plan shares, the length error and the ACTION's optimal share by plan."""
+    out: dict[str, Any] = {}
+    pick = {
+        "all turns": lambda r: True,
+        "first turns": lambda r: r["first"],
+        "solved episodes": lambda r: r["solved"],
+        "failed episodes": lambda r: not r["solved"],
+    }
+    for name in _GROUPS:
+        group = [r for r in rows if pick[name](r)]
+        plans = [r for r in group if r["plan"]]
+        n, k = len(group), len(plans)
+
+        def share(xs: list[Any], cond: Any) -> float | None:
+            return sum(1 for x in xs if cond(x)) / len(xs) if xs else None
+
+        good = [r for r in plans if r["plan"]["optimal"]]
+        bad = [r for r in group if not (r["plan"] and r["plan"]["optimal"])]
+        out[name] = {
+            "turns": n,
+            "parsed": k / n if n else None,
+            "agrees": share(plans, lambda r: r["plan"]["agrees"]),
+            "legal": share(plans, lambda r: r["plan"]["legal"]),
+            "legal_cells": (
+                sum(r["plan"]["legal_cells"] for r in plans) / sum(r["plan"]["cells"] for r in plans) if plans else None
+            ),
+            "solves": share(plans, lambda r: r["plan"]["solves"]),
+            "optimal": share(plans, lambda r: r["plan"]["optimal"]),
+            "length_error": (sum(abs(r["plan"]["cells"] - r["distance"]) for r in plans) / k if k else None),
+            "mean_distance": sum(r["distance"] for r in group) / n if n else None,
+            "action_optimal": share(group, lambda r: r["action_optimal"]),
+            "action_optimal_plan_optimal": share(good, lambda r: r["action_optimal"]),
+            "action_optimal_plan_not": share(bad, lambda r: r["action_optimal"]),
+            "plan_optimal_turns": len(good),
+        }
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def render(results: dict[str, dict[str, Any]]) -> str:
+    from milepost.tables import md_rule
+
+    head = (
+        "| run | turns | mean distance | plan parsed % | first slide = ACTION % | plan legal % | cells legal % | "
+        "reaches goal % | step-optimal % | length error (cells) | ACTION optimal % | ... if plan optimal % | "
+        "... if not % |"
+    )
+    lines = []
+    for group in _GROUPS:
+        lines += [f"\n**{group}**\n", head, md_rule(head.count("|") - 1)]
+        for name, res in results.items():
+            g = res[group]
+            err = "-" if g["length_error"] is None else f"{g['length_error']:.2f}"
+            mean_d = "-" if g["mean_distance"] is None else f"{g['mean_distance']:.1f}"
+            lines.append(
+                f"| {name} | {g['turns']} | {mean_d} | {_pct(g['parsed'])} | {_pct(g['agrees'])} | "
+                f"{_pct(g['legal'])} | {_pct(g['legal_cells'])} | {_pct(g['solves'])} | {_pct(g['optimal'])} | "
+                f"{err} | {_pct(g['action_optimal'])} | {_pct(g['action_optimal_plan_optimal'])} | "
+                f"{_pct(g['action_optimal_plan_not'])} |"
+            )
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
+    """Per run, bars for every turn and for first turns: plan legal, reaches goal, step-optimal, ACTION optimal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [
+        ("plan legal", "legal"),
+        ("reaches goal", "solves"),
+        ("step-optimal", "optimal"),
+        ("ACTION optimal", "action_optimal"),
+    ]
+    fig, axes = plt.subplots(1, 2, figsize=(4 + 2.4 * len(results), 4), sharey=True)
+    for ax, group in zip(axes, ("all turns", "first turns")):
+        width = 0.8 / len(keys)
+        for j, (label, key) in enumerate(keys):
+            xs = [i + (j - (len(keys) - 1) / 2) * width for i in range(len(results))]
+            ax.bar(xs, [100 * (r[group][key] or 0) for r in results.values()], width, label=label, color=f"C{j}")
+        ax.set_xticks(range(len(results)))
+        ax.set_xticklabels(list(results), fontsize=8)
+        ax.set_title(group, fontsize=10)
+        ax.set_ylim(0, 100)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("% of turns (plan shares: of turns with a parsed plan)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Rush Hour 4-6: are the written plans correct?", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="LABEL=EVAL_FOLDER (a milepost eval folder with episodes.jsonl)")
+    p.add_argument("--data", required=True, help="the Rush Hour dataset folder the evaluations' tasks came from")
+    p.add_argument("--out", default=None, help="also write the tables (Markdown), their JSON and a PNG beside them")
+    p.add_argument("--reading", default=None, help="a hand-written reading (Markdown file) kept at the report's end")
+    args = p.parse_args()
+    runs = {}
+    for spec in args.runs:
+        label, sep, folder = spec.partition("=")
+        if not sep or not label:
+            p.error(f"{spec!r}: expected LABEL=EVAL_FOLDER")
+        if not (Path(folder) / "episodes.jsonl").is_file():
+            p.error(f"{folder}: no episodes.jsonl")
+        runs[label] = Path(folder) / "episodes.jsonl"
+    from milepost.datasets import load_tasks
+    from milepost.envs.rushhour.solver import solve_board
+    from milepost.training.sft import read_episodes
+
+    tasks = {t.task_id: t for split in ("train", "test") for t in load_tasks(args.data, split)}
+    results = {}
+    for label, path in runs.items():
+        episodes = read_episodes([str(path)])
+        clusters = {}
+        for tid in {ep.task_id for ep in episodes}:
+            if tid not in tasks:
+                p.error(f"{path}: task {tid} is not in {args.data}")
+            clusters[tid] = solve_board(tasks[tid].payload["board"])
+        results[label] = summarise(grade_turns(episodes, clusters))
+    text = render(results)
+    print(text, end="")
+    if args.out:
+        import shlex
+        import sys
+
+        from milepost.io import atomic_write_json, atomic_write_text
+
+        out = Path(args.out)
+        command = shlex.join(["python", "-m", "experiments.plan_check", *sys.argv[1:]])
+        head = f"# Rush Hour: are the written plans correct?\n\nCommand: `{command}`.\n\n"
+        tail = f"\n![plans]({out.with_suffix('.png').name})\n"
+        if args.reading:
+            tail += "\n" + Path(args.reading).read_text(encoding="utf-8")
+        atomic_write_text(out, head + text + tail)
+        atomic_write_json(out.with_suffix(".json"), results)
+        plot(results, out.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()
