@@ -31,6 +31,7 @@ from typing import Any
 
 _SLIDE = re.compile(r"([A-Z])\s+(up|down|left|right)\s+(\d+)")
 _GROUPS = ("all turns", "first turns", "solved episodes", "failed episodes")
+_BINS = ((1, 3), (4, 6), (7, 9), (10, 12), (13, 99))  # the state's distance, one-cell steps
 
 
 def parse_plan(reason: str) -> list[Any] | None:
@@ -165,6 +166,21 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def by_distance(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per bin of the state's distance (``_BINS``): turns, the share with a step-optimal plan and the ACTION's
+    optimal share: how far ahead the written plans stay right."""
+    out = {}
+    for lo, hi in _BINS:
+        group = [r for r in rows if lo <= r["distance"] <= hi]
+        n = len(group)
+        out[f"{lo}-{hi}" if hi < 99 else f"{lo}+"] = {
+            "turns": n,
+            "plan_optimal": sum(1 for r in group if r["plan"] and r["plan"]["optimal"]) / n if n else None,
+            "action_optimal": sum(1 for r in group if r["action_optimal"]) / n if n else None,
+        }
+    return out
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
@@ -190,6 +206,18 @@ def render(results: dict[str, dict[str, Any]]) -> str:
                 f"{err} | {_pct(g['action_optimal'])} | {_pct(g['action_optimal_plan_optimal'])} | "
                 f"{_pct(g['action_optimal_plan_not'])} |"
             )
+    bins = list(next(iter(results.values()))["by distance"])
+    lines += [
+        "\n**by the state's distance (one-cell steps): turns with a step-optimal plan % / ACTION optimal % (turns)**\n",
+        "| run | " + " | ".join(bins) + " |",
+        md_rule(len(bins) + 1),
+    ]
+    for name, res in results.items():
+        cells = [
+            f"{_pct(b['plan_optimal'])} / {_pct(b['action_optimal'])} ({b['turns']})"
+            for b in res["by distance"].values()
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
@@ -206,7 +234,7 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
         ("step-optimal", "optimal"),
         ("ACTION optimal", "action_optimal"),
     ]
-    fig, axes = plt.subplots(1, 2, figsize=(4 + 2.4 * len(results), 4), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(7 + 2.4 * len(results), 4), sharey=True)
     for ax, group in zip(axes, ("all turns", "first turns")):
         width = 0.8 / len(keys)
         for j, (label, key) in enumerate(keys):
@@ -219,6 +247,14 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("% of turns (plan shares: of turns with a parsed plan)")
     axes[0].legend(fontsize=7)
+    ax = axes[2]
+    for i, (name, res) in enumerate(results.items()):
+        bins = res["by distance"]
+        ax.plot(list(bins), [100 * (b["plan_optimal"] or 0) for b in bins.values()], "o-", color=f"C{i}", label=name)
+    ax.set_xlabel("the state's distance (one-cell steps)")
+    ax.set_title("turns with a step-optimal plan", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     fig.suptitle("Rush Hour 4-6: are the written plans correct?", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -253,7 +289,8 @@ def main() -> None:
             if tid not in tasks:
                 p.error(f"{path}: task {tid} is not in {args.data}")
             clusters[tid] = solve_board(tasks[tid].payload["board"])
-        results[label] = summarise(grade_turns(episodes, clusters))
+        rows = grade_turns(episodes, clusters)
+        results[label] = {**summarise(rows), "by distance": by_distance(rows)}
     text = render(results)
     print(text, end="")
     if args.out:

@@ -133,3 +133,19 @@ def test_turns_are_graded_from_the_observations_board(puzzle) -> None:  # type: 
     turns[0].observation = RushHourState(other.layout, other.layout.unpack(other.start)).render_text()
     with pytest.raises(SystemExit, match="not a state"):
         grade_turns([ep], {task.task_id: cluster})
+
+
+def test_turns_are_binned_by_the_states_distance() -> None:
+    from experiments.plan_check import by_distance
+
+    def row(d: int, plan_optimal: bool | None, action: bool):  # type: ignore[no-untyped-def]
+        plan = None if plan_optimal is None else {"optimal": plan_optimal}
+        return {"distance": d, "plan": plan, "action_optimal": action}
+
+    rows = [row(2, True, True), row(3, False, True), row(5, None, False), row(15, True, True)]
+    bins = by_distance(rows)
+    assert list(bins) == ["1-3", "4-6", "7-9", "10-12", "13+"]
+    assert bins["1-3"] == {"turns": 2, "plan_optimal": 0.5, "action_optimal": 1.0}
+    assert bins["4-6"] == {"turns": 1, "plan_optimal": 0.0, "action_optimal": 0.0}
+    assert bins["7-9"]["turns"] == 0 and bins["7-9"]["plan_optimal"] is None
+    assert bins["13+"]["plan_optimal"] == 1.0
