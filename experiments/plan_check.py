@@ -294,20 +294,18 @@ def main() -> None:
     text = render(results)
     print(text, end="")
     if args.out:
-        import shlex
-        import sys
+        from experiments.report_files import write_report
 
-        from milepost.io import atomic_write_json, atomic_write_text
-
-        out = Path(args.out)
-        command = shlex.join(["python", "-m", "experiments.plan_check", *sys.argv[1:]])
-        head = f"# Rush Hour: are the written plans correct?\n\nCommand: `{command}`.\n\n"
-        tail = f"\n![plans]({out.with_suffix('.png').name})\n"
-        if args.reading:
-            tail += "\n" + Path(args.reading).read_text(encoding="utf-8")
-        atomic_write_text(out, head + text + tail)
-        atomic_write_json(out.with_suffix(".json"), results)
-        plot(results, out.with_suffix(".png"))
+        write_report(
+            Path(args.out),
+            title="Rush Hour: are the written plans correct?",
+            module="experiments.plan_check",
+            body=text,
+            data=results,
+            plot=lambda path: plot(results, path),
+            reading=args.reading,
+            alt="plans",
+        )
 
 
 if __name__ == "__main__":

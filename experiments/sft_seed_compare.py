@@ -212,20 +212,19 @@ def main() -> None:
     text = render(res)
     print(text, end="")
     if args.out:
-        import shlex
-        import sys
+        from experiments.report_files import write_report
 
-        from milepost.io import atomic_write_json, atomic_write_text
-
-        out = Path(args.out)
-        command = shlex.join(["python", "-m", "experiments.sft_seed_compare", *sys.argv[1:]])
-        head = f"# {args.title}\n\nCommand: `{command}`.\n\nTest tasks: {res['tasks']} in every folder.\n\n"
-        tail = f"\n![seeds]({out.with_suffix('.png').name})\n"
-        if args.reading:
-            tail += "\n" + Path(args.reading).read_text(encoding="utf-8")
-        atomic_write_text(out, head + text + tail)
-        atomic_write_json(out.with_suffix(".json"), res)
-        plot(res, out.with_suffix(".png"))
+        write_report(
+            Path(args.out),
+            title=args.title,
+            module="experiments.sft_seed_compare",
+            body=text,
+            data=res,
+            plot=lambda path: plot(res, path),
+            reading=args.reading,
+            intro=f"Test tasks: {res['tasks']} in every folder.\n\n",
+            alt="seeds",
+        )
 
 
 if __name__ == "__main__":

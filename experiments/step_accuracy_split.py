@@ -137,20 +137,18 @@ def main() -> None:
     text = render(rows)
     print(text, end="")
     if args.out:
-        import shlex
-        import sys
+        from experiments.report_files import write_report
 
-        from milepost.io import atomic_write_json, atomic_write_text
-
-        out = Path(args.out)
-        command = shlex.join(["python", "-m", "experiments.step_accuracy_split", *sys.argv[1:]])
-        head = f"# Episode step accuracy, split\n\nCommand: `{command}`.\n\n"
-        tail = f"\n![split]({out.with_suffix('.png').name})\n"
-        if args.reading:
-            tail += "\n" + Path(args.reading).read_text(encoding="utf-8")
-        atomic_write_text(out, head + text + tail)
-        atomic_write_json(out.with_suffix(".json"), rows)
-        plot(rows, out.with_suffix(".png"))
+        write_report(
+            Path(args.out),
+            title="Episode step accuracy, split",
+            module="experiments.step_accuracy_split",
+            body=text,
+            data=rows,
+            plot=lambda path: plot(rows, path),
+            reading=args.reading,
+            alt="split",
+        )
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ import pytest
 
 from milepost.envs.rushhour.solver import solve_board
 from milepost.envs.rushhour.state import Move, RushHourState
-from milepost.types import Episode, RewardTerms, Turn
+from milepost.types import Episode
 from tests.planning.fakes import rush_tasks
+from tests.turns import graded_turn
 
 
 @pytest.fixture(scope="module")
@@ -102,19 +103,7 @@ def test_turns_are_graded_from_the_observations_board(puzzle) -> None:  # type: 
         ((good, 1), ("REASON: C makes room. ACTION: move(A, left)", 0), (wrong_vehicle, 0))
     ):
         obs = start.render_text() + ("\nLast answer rejected: something" if i else "")
-        turns.append(
-            Turn(
-                index=i,
-                observation=obs,
-                text=text,
-                actions=[],
-                reward=0.0,
-                reward_terms=RewardTerms(outcome=0.0, format=0.0, valid=0.0, milestone=0.0),
-                subgoals_completed=[],
-                remaining_distance=None,
-                correct_actions=correct,
-            )
-        )
+        turns.append(graded_turn(i, correct, observation=obs, text=text))
     ep = Episode(task.task_id, "sft", 0, 0, "truncated", False, task.goal_distance, 3, "4-6", turns)
     rows = grade_turns([ep], {task.task_id: cluster})
     assert [r["plan"] is not None for r in rows] == [True, False, True]

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from milepost.types import Episode, RewardTerms, Turn
+from milepost.types import Episode
+from tests.turns import graded_turn
 
 
 def _episode(task: str, success: bool, correct: int, attempted: int) -> Episode:
-    turns = [
-        Turn(
-            index=i,
-            observation="",
-            text="",
-            actions=[],
-            reward=0.0,
-            reward_terms=RewardTerms(outcome=0.0, format=0.0, valid=0.0, milestone=0.0),
-            subgoals_completed=[],
-            remaining_distance=None,
-            correct_actions=int(i < correct),
-            n_requested=1,
-        )
-        for i in range(attempted)
-    ]
+    turns = [graded_turn(i, int(i < correct)) for i in range(attempted)]
     return Episode(task, "sft", 0, 0, "solved" if success else "truncated", success, 3, attempted, "4-6", turns)
 
 

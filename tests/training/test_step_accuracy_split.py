@@ -5,28 +5,15 @@ from __future__ import annotations
 import pytest
 
 from experiments.step_accuracy_split import render, split
-from milepost.types import Episode, RewardTerms, TerminationReason, Turn
-
-
-def _turn(i: int, correct: int, requested: int = 1) -> Turn:
-    return Turn(
-        index=i,
-        observation="",
-        text="ACTION: x",
-        actions=[],
-        reward=0.0,
-        reward_terms=RewardTerms(outcome=0.0, format=0.0, valid=0.0, milestone=0.0),
-        subgoals_completed=[],
-        remaining_distance=None,
-        state_key=f"s{i}",
-        new_subgoals=[],
-        correct_actions=correct,
-        n_requested=requested,
-    )
+from milepost.types import Episode, TerminationReason
+from tests.turns import graded_turn
 
 
 def _episode(correct: list[int], reason: TerminationReason, requested: list[int] | None = None) -> Episode:
-    turns = [_turn(i, c, (requested or [1] * len(correct))[i]) for i, c in enumerate(correct)]
+    turns = [
+        graded_turn(i, c, requested=(requested or [1] * len(correct))[i], text="ACTION: x")
+        for i, c in enumerate(correct)
+    ]
     return Episode(
         task_id="t",
         policy="p",
