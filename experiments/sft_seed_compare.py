@@ -4,10 +4,11 @@ training seed's luck?
 ``experiments.sft_starts`` writes one evaluation folder per episode evaluation (``eval-STEP/episodes.jsonl``); a
 single run compares two answer styles on one training seed, with intervals over the test tasks only. This script
 reads one folder per arm and seed (the same test tasks in every folder) and reports, per arm, each seed's avg@n
-(success over every episode) and episode step accuracy, their mean with a 95% t-interval across seeds
-(``milepost.evaluation.seeds.mean_interval``); and the difference of each arm from the first: over seeds (a
-t-interval of the paired per-seed differences) and by test task (a bootstrap over the tasks of the per-task
-difference averaged over the seeds, the training seeds held fixed). A plot draws every seed and the means.
+(each test task's success rate over its samples, averaged over the tasks) and episode step accuracy, their mean
+with a 95% t-interval across seeds (``milepost.evaluation.seeds.mean_interval``); and the difference of each arm
+from the first: over seeds (a t-interval of the paired per-seed differences) and by test task (a bootstrap over
+the tasks of the per-task difference averaged over the seeds, the training seeds held fixed). A plot draws every
+seed and the means.
 
 Usage (ARM:SEED=EVAL_FOLDER; the first arm is the baseline)::
 
