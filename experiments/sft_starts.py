@@ -529,7 +529,8 @@ def save_trainer(
     save_atomic(model, tokenizer, target, state)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``main`` (also read by the tests: a report's command must parse back to its run)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", default="runs/sft-starts")
     p.add_argument("--size", default="1m", help="tiny preset (0.5m, 1m, 5m, 20m)")
@@ -619,6 +620,11 @@ def main() -> None:
         help="only copy the trained model of --work to this directory (e.g. checkpoints/rushhour-sft) with the "
         "cluster ids of its training puzzles (milepost_train_clusters.json), then exit",
     )
+    return p
+
+
+def main() -> None:
+    p = build_parser()
     args = p.parse_args()
     if args.onpolicy and not set(args.onpolicy_modes.split(",")) <= {"atomic"} | (
         {"slide"} if args.slide_per_cluster else set()
@@ -946,6 +952,35 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
+def command_line(args: Any) -> str:
+    """The command that reruns this invocation (without ``--threads`` and ``nice``, which the report adds): every
+    setting that shapes the data, the model or the evaluation, the training seed included when it is not 0."""
+    slide = bool(args.slide_per_cluster)
+    return (
+        f"python -m experiments.sft_starts --work {args.work} --size {args.size} --train {args.train} "
+        f"--test {args.test} --levels {args.levels} --data-seed {args.data_seed} --per-cluster {args.per_cluster} "
+        f"--max-dist {args.max_dist} --label {args.label} "
+        + (f"--answer {args.answer} " if args.answer != "move" else "")
+        + f"--feedback {args.feedback} --steps {args.steps} --batch {args.batch} --lr {args.lr} --warmup {args.warmup}"
+        + (" --bf16" if args.bf16 else "")
+        + (f" --minutes {args.minutes:g}" if args.minutes else "")
+        + (f" --episode-evals {args.episode_evals}" if args.episode_evals else "")
+        + (f" --slide-per-cluster {args.slide_per_cluster} --slide-max-dist {args.slide_max_dist}" if slide else "")
+        + (f" --init {args.init}" if args.init else "")
+        + (f" --data {args.data}" if args.data else "")
+        + (f" --eval-modes {args.eval_modes}" if args.eval_modes != "atomic" else "")
+        + (f" --eval-limit {args.eval_limit}" if args.eval_limit != 40 else "")
+        + (f" --onpolicy {args.onpolicy} --onpolicy-samples {args.onpolicy_samples}" if args.onpolicy else "")
+        + (f" --onpolicy-modes {args.onpolicy_modes}" if args.onpolicy and args.onpolicy_modes != "atomic" else "")
+        + (f" --eval-levels {args.eval_levels}" if args.eval_levels != "4-6" else "")
+        + (f" --n {args.n}" if args.n != 4 else "")
+        + (f" --probe {args.probe}" if args.probe != 256 else "")
+        + (f" --eval-every {args.eval_every}" if args.eval_every != 250 else "")
+        + (f" --seed {args.seed}" if args.seed else "")
+        + (f" --tag {args.tag}" if args.tag else "")
+    )
+
+
 def report(
     args: Any,
     curve: list[dict[str, Any]],
@@ -1006,24 +1041,7 @@ def report(
             f"(target >= 30: {'met' if e46['avg'] >= 0.3 else 'not met'})"
         )
     )
-    cmd = (
-        f"python -m experiments.sft_starts --work {args.work} --size {args.size} --train {args.train} "
-        f"--test {args.test} --levels {args.levels} --data-seed {args.data_seed} --per-cluster {args.per_cluster} "
-        f"--max-dist {args.max_dist} --label {args.label} "
-        + (f"--answer {args.answer} " if args.answer != "move" else "")
-        + f"--feedback {args.feedback} --steps {args.steps} --batch {args.batch} --lr {args.lr} --warmup {args.warmup}"
-        + (" --bf16" if args.bf16 else "")
-        + (f" --minutes {args.minutes:g}" if args.minutes else "")
-        + (f" --episode-evals {args.episode_evals}" if args.episode_evals else "")
-        + (f" --slide-per-cluster {args.slide_per_cluster} --slide-max-dist {args.slide_max_dist}" if slide else "")
-        + (f" --init {args.init}" if args.init else "")
-        + (f" --data {args.data}" if args.data else "")
-        + (f" --eval-modes {args.eval_modes}" if args.eval_modes != "atomic" else "")
-        + (f" --eval-limit {args.eval_limit}" if args.eval_limit != 40 else "")
-        + (f" --onpolicy {args.onpolicy} --onpolicy-samples {args.onpolicy_samples}" if args.onpolicy else "")
-        + (f" --onpolicy-modes {args.onpolicy_modes}" if args.onpolicy and args.onpolicy_modes != "atomic" else "")
-        + (f" --tag {tag}" if tag else "")
-    )
+    cmd = command_line(args)
     target = "any optimal move, drawn uniformly" if args.label == "random" else "the oracle's tie-broken optimal move"
     if args.answer != "move":
         way = "from the goal back to the move" if args.answer == "plan-back" else "from the move to the goal"

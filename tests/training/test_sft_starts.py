@@ -401,3 +401,26 @@ def test_an_episode_eval_step_off_the_probe_grid_is_still_evaluated() -> None:
         1750,
         2000,
     ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--work", "runs/x", "--answer", "plan-back", "--minutes", "12", "--seed", "2", "--tag", "_d3"],
+        ["--init", "m", "--data", "d", "--onpolicy", "600", "--onpolicy-samples", "3", "--steps", "1250"],
+        ["--slide-per-cluster", "8", "--slide-max-dist", "9", "--eval-modes", "atomic,slide", "--bf16"],
+        ["--n", "8", "--eval-levels", "4-6,7-9", "--probe", "64", "--eval-every", "100", "--eval-limit", "10"],
+    ],
+)
+def test_the_reports_command_parses_back_to_the_run(argv: list[str]) -> None:
+    """A report's command line must rerun the same experiment: every setting but ``--threads`` round-trips."""
+    import shlex
+
+    from experiments.sft_starts import build_parser, command_line
+
+    p = build_parser()
+    args = p.parse_args(argv)
+    again = p.parse_args(shlex.split(command_line(args))[3:])  # drop "python -m experiments.sft_starts"
+    assert {k: v for k, v in vars(again).items() if k != "threads"} == {
+        k: v for k, v in vars(args).items() if k != "threads"
+    }
