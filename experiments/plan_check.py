@@ -81,25 +81,34 @@ def grade_plan(cluster: Any, state: Any, plan: list[Any]) -> dict[str, Any]:
     return {"cells": cells, "legal_cells": legal, "legal": True, "solves": solves, "optimal": solves and optimal}
 
 
-def grade_turns(episodes: list[Any], clusters: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per turn of ``episodes``: its group flags, the state's distance, the ACTION's correctness and the
-    plan's grade (``plan`` None when the REASON is not a plan). ``clusters`` maps task ids to solved clusters."""
-    from milepost.agent.parsing import parse_answer
-    from milepost.envs.rushhour.rules import parse_move
+def states_by_text(cluster: Any) -> dict[str, Any]:
+    """Every state of a solved ``cluster`` by its board text (``render_text``): how a prompt's board is read back."""
     from milepost.envs.rushhour.state import RushHourState
 
-    boards: dict[str, dict[str, Any]] = {}
+    out = {}
+    for key in cluster.states.tolist():
+        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
+        out[s.render_text()] = s
+    return out
+
+
+def grade_turns(
+    episodes: list[Any], clusters: dict[str, Any], boards: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """One row per turn of ``episodes``: its group flags, the state's distance, the ACTION's correctness and the
+    plan's grade (``plan`` None when the REASON is not a plan). ``clusters`` maps task ids to solved clusters;
+    ``boards`` caches each task's ``states_by_text`` (pass one dict to grade several runs of the same tasks)."""
+    from milepost.agent.parsing import parse_answer
+    from milepost.envs.rushhour.rules import parse_move
+
+    boards = {} if boards is None else boards
     rows = []
     for ep in episodes:
         cluster = clusters.get(ep.task_id)
         if cluster is None:
             raise SystemExit(f"plan_check: task {ep.task_id} is not in the dataset given with --data")
         if ep.task_id not in boards:
-            by_text = {}
-            for key in cluster.states.tolist():
-                s = RushHourState(cluster.layout, cluster.layout.unpack(key))
-                by_text[s.render_text()] = s
-            boards[ep.task_id] = by_text
+            boards[ep.task_id] = states_by_text(cluster)
         by_text = boards[ep.task_id]
         for turn in ep.turns:
             board = "\n".join(turn.observation.split("\n")[:8])
@@ -127,6 +136,10 @@ def grade_turns(episodes: list[Any], clusters: dict[str, Any]) -> list[dict[str,
     return rows
 
 
+def _share(xs: list[Any], cond: Any) -> float | None:
+    return sum(1 for x in xs if cond(x)) / len(xs) if xs else None
+
+
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per group of turns: counts, the plan shares, the length error and the ACTION's optimal share by plan."""
     out: dict[str, Any] = {}
@@ -140,27 +153,23 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         group = [r for r in rows if pick[name](r)]
         plans = [r for r in group if r["plan"]]
         n, k = len(group), len(plans)
-
-        def share(xs: list[Any], cond: Any) -> float | None:
-            return sum(1 for x in xs if cond(x)) / len(xs) if xs else None
-
         good = [r for r in plans if r["plan"]["optimal"]]
         bad = [r for r in group if not (r["plan"] and r["plan"]["optimal"])]
         out[name] = {
             "turns": n,
             "parsed": k / n if n else None,
-            "agrees": share(plans, lambda r: r["plan"]["agrees"]),
-            "legal": share(plans, lambda r: r["plan"]["legal"]),
+            "agrees": _share(plans, lambda r: r["plan"]["agrees"]),
+            "legal": _share(plans, lambda r: r["plan"]["legal"]),
             "legal_cells": (
                 sum(r["plan"]["legal_cells"] for r in plans) / sum(r["plan"]["cells"] for r in plans) if plans else None
             ),
-            "solves": share(plans, lambda r: r["plan"]["solves"]),
-            "optimal": share(plans, lambda r: r["plan"]["optimal"]),
+            "solves": _share(plans, lambda r: r["plan"]["solves"]),
+            "optimal": _share(plans, lambda r: r["plan"]["optimal"]),
             "length_error": (sum(abs(r["plan"]["cells"] - r["distance"]) for r in plans) / k if k else None),
             "mean_distance": sum(r["distance"] for r in group) / n if n else None,
-            "action_optimal": share(group, lambda r: r["action_optimal"]),
-            "action_optimal_plan_optimal": share(good, lambda r: r["action_optimal"]),
-            "action_optimal_plan_not": share(bad, lambda r: r["action_optimal"]),
+            "action_optimal": _share(group, lambda r: r["action_optimal"]),
+            "action_optimal_plan_optimal": _share(good, lambda r: r["action_optimal"]),
+            "action_optimal_plan_not": _share(bad, lambda r: r["action_optimal"]),
             "plan_optimal_turns": len(good),
         }
     return out
@@ -282,14 +291,15 @@ def main() -> None:
 
     tasks = {t.task_id: t for split in ("train", "test") for t in load_tasks(args.data, split)}
     results = {}
+    clusters: dict[str, Any] = {}  # solved once for every run of the same tasks
+    boards: dict[str, dict[str, Any]] = {}
     for label, path in runs.items():
         episodes = read_episodes([str(path)])
-        clusters = {}
-        for tid in {ep.task_id for ep in episodes}:
+        for tid in {ep.task_id for ep in episodes} - set(clusters):
             if tid not in tasks:
                 p.error(f"{path}: task {tid} is not in {args.data}")
             clusters[tid] = solve_board(tasks[tid].payload["board"])
-        rows = grade_turns(episodes, clusters)
+        rows = grade_turns(episodes, clusters, boards)
         results[label] = {**summarise(rows), "by distance": by_distance(rows)}
     text = render(results)
     print(text, end="")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.plan_check import states_by_text
 from milepost.envs.rushhour.rules import parse_move
 from milepost.envs.rushhour.solver import solve_board
 from milepost.envs.rushhour.state import RushHourState
@@ -40,15 +41,6 @@ def _prompts(backend):  # type: ignore[no-untyped-def]
     return PromptMaker(backend, env.goal_text())
 
 
-def _states_by_text(cluster):  # type: ignore[no-untyped-def]
-    """Every state of ``cluster`` by its board text, to read back the state a prompt shows."""
-    out = {}
-    for key in cluster.states.tolist():
-        s = RushHourState(cluster.layout, cluster.layout.unpack(key))
-        out[s.render_text()] = s
-    return out
-
-
 def test_sampled_states_and_their_targets_are_optimal_moves(backend) -> None:  # type: ignore[no-untyped-def]
     from experiments.sft_starts import make_examples, optimal_moves, sample_states
 
@@ -73,7 +65,7 @@ def test_sampled_states_and_their_targets_are_optimal_moves(backend) -> None:  #
     )
     assert len(prompts) == len(completions) > 5
     rejected = 0
-    by_text = _states_by_text(cluster)
+    by_text = states_by_text(cluster)
     for p, c in zip(prompts, completions):
         assert c[-1] == tok.eos_token_id
         text = tok.decode(c[:-1])
@@ -125,7 +117,7 @@ def test_slide_examples_target_slides_one_move_closer_under_the_slide_goal(backe
         seed=0,
         metric="moves",
     )
-    by_text = _states_by_text(cluster)
+    by_text = states_by_text(cluster)
     cells = []
     for p, c in zip(prompts, completions):
         shown = tok.decode(p)
@@ -144,7 +136,7 @@ def test_a_plan_answer_is_a_step_optimal_solution_from_the_target_move(backend, 
 
     task = rush_tasks(4, 6, 1)[0]
     cluster = solve_board(task.payload["board"])
-    by_text = _states_by_text(cluster)
+    by_text = states_by_text(cluster)
     tok = backend.tokenizer
     prompts, completions = make_examples(
         [task],
