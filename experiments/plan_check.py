@@ -55,30 +55,35 @@ def parse_plan(reason: str) -> list[Any] | None:
     return out[::-1] if back else out
 
 
-def grade_plan(cluster: Any, state: Any, plan: list[Any]) -> dict[str, Any]:
-    """Replay ``plan`` (slides in play order) from ``state`` one cell at a time: cells legal before the first
-    illegal one, whether all are legal, whether the end is solved, and whether it is step-optimal (every cell one
-    step closer in ``cluster``'s one-cell distances)."""
+def replay(state: Any, plan: list[Any]) -> tuple[list[Any], bool, bool]:
+    """Play ``plan`` (slides in play order) on a copy of ``state`` one cell at a time, by the game's rules alone:
+    the keys of the states reached in order (up to the first illegal cell), whether every cell was legal, and
+    whether the last state is solved."""
     from milepost.envs.rushhour.state import Move
 
-    dist = cluster.steps
     s = state.clone()
-    here = int(dist[cluster.index(s.key)])
-    cells = sum(m.cells for m in plan)
-    legal = 0
-    optimal = True
+    keys = []
     for m in plan:
         for _ in range(m.cells):
             cell = Move(m.vehicle, m.direction, 1)
             if s.why_illegal(cell) is not None:
-                return {"cells": cells, "legal_cells": legal, "legal": False, "solves": False, "optimal": False}
+                return keys, False, False
             s.apply(cell)
-            legal += 1
-            d = int(dist[cluster.index(s.key)])
-            optimal = optimal and d == here - 1
-            here = d
-    solves = s.is_solved()
-    return {"cells": cells, "legal_cells": legal, "legal": True, "solves": solves, "optimal": solves and optimal}
+            keys.append(s.key)
+    return keys, True, s.is_solved()
+
+
+def grade_plan(cluster: Any, state: Any, plan: list[Any]) -> dict[str, Any]:
+    """Replay ``plan`` (slides in play order) from ``state`` one cell at a time: cells legal before the first
+    illegal one, whether all are legal, whether the end is solved, and whether it is step-optimal (every cell one
+    step closer in ``cluster``'s one-cell distances)."""
+    keys, legal, solves = replay(state, plan)
+    cells = sum(m.cells for m in plan)
+    if not legal:
+        return {"cells": cells, "legal_cells": len(keys), "legal": False, "solves": False, "optimal": False}
+    dist = [int(cluster.steps[cluster.index(k)]) for k in [state.key, *keys]]
+    optimal = all(b == a - 1 for a, b in zip(dist, dist[1:], strict=False))
+    return {"cells": cells, "legal_cells": len(keys), "legal": True, "solves": solves, "optimal": solves and optimal}
 
 
 def states_by_text(cluster: Any) -> dict[str, Any]:

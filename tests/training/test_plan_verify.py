@@ -1,0 +1,154 @@
+"""experiments/plan_verify.py: scoring a Rush Hour answer's plan by the rules, and keeping the best of k samples."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from milepost.agent.loop import AgentSettings, BackendPolicy, Job, run_episodes
+from milepost.backends.base import GenerationRequest
+from milepost.envs.rushhour.env import RushHourEnv
+from milepost.envs.rushhour.solver import solve_board
+from milepost.envs.rushhour.state import Move, RushHourState
+from milepost.types import Completion
+from tests.planning.fakes import rush_tasks
+
+
+@pytest.fixture(scope="module")
+def puzzle():  # type: ignore[no-untyped-def]
+    """A 4-6 puzzle and a state of it at least 3 cells from the goal with a legal move that is not optimal."""
+    from experiments.sft_starts import optimal_moves
+
+    task = rush_tasks(4, 6, 1)[0]
+    cluster = solve_board(task.payload["board"])
+    states = (RushHourState(cluster.layout, cluster.layout.unpack(k)) for k in cluster.states.tolist())
+    start = next(
+        s
+        for s in states
+        if int(cluster.steps[cluster.index(s.key)]) >= 3
+        and any(m not in optimal_moves(cluster, s) for m in s.legal_actions())
+    )
+    return task, cluster, start
+
+
+def _answers(cluster: Any, start: Any) -> dict[str, str]:
+    """Answers in ``start``: the solver's plan, a legal detour then the solver's plan, a plan stopping one cell
+    short, a plan whose first slide is not the ACTION, an illegal ACTION, and no answer at all."""
+    from experiments.sft_starts import answer_text, optimal_moves, plan_reason
+
+    move = optimal_moves(cluster, start)[0]
+    good = answer_text(move, cluster, start, "plan-forward")
+    detour = next(m for m in start.legal_actions() if m not in optimal_moves(cluster, start))
+    after = start.clone()
+    after.apply(detour)
+    rest = plan_reason(cluster, after, optimal_moves(cluster, after)[0], "forward")
+    step = f"{detour.vehicle} {detour.direction} 1"
+    from milepost.agent.parsing import format_answer
+
+    illegal = next(
+        Move(v, d, 1)
+        for v in "ABCDEFGH"
+        for d in ("up", "down", "left", "right")
+        if start.why_illegal(Move(v, d, 1)) is not None
+    )
+    reason = plan_reason(cluster, start, move, "forward")
+    return {
+        "optimal": good,
+        "detour": format_answer(f"{step} > {rest}", detour.text()),
+        "short": format_answer(reason.rsplit(" > ", 1)[0] + ".", move.text()) if " > " in reason else "",
+        "disagrees": format_answer(reason, detour.text()),
+        "illegal": format_answer(reason, illegal.text()),
+        "garbage": "I am not sure.",
+    }
+
+
+def test_plan_score_ranks_answers_by_the_rules(puzzle) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify import plan_score
+
+    _, cluster, start = puzzle
+    a = _answers(cluster, start)
+    distance = int(cluster.steps[cluster.index(start.key)])
+    assert plan_score(start, a["optimal"]) == (2, -distance)
+    detour = plan_score(start, a["detour"])
+    assert detour[0] == 2 and detour[1] < -distance  # solves, longer
+    if a["short"]:
+        assert plan_score(start, a["short"]) == (1, 0)  # legal, does not reach the goal
+    assert plan_score(start, a["disagrees"]) == (1, 0)  # the plan solves but the ACTION is another move
+    assert plan_score(start, a["illegal"]) == (0, 0)
+    assert plan_score(start, a["garbage"]) == (0, 0)
+    assert sorted(a, key=lambda k: plan_score(start, a[k]), reverse=True)[:2] == ["optimal", "detour"]
+
+
+class SeedBackend:
+    """Unit-test fixture: answers each request with the text its seed maps to, and records the requests."""
+
+    name = "seeds"
+
+    def __init__(self, by_seed: dict[int, str]) -> None:
+        self.by_seed = by_seed
+        self.requests: list[GenerationRequest] = []
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        self.requests += requests
+        return [Completion([1], [2, 3], [0.0, 0.0], self.by_seed[r.params.seed], "stop") for r in requests]
+
+
+def test_the_policy_keeps_the_shortest_solving_plan_and_sample_0_draws_the_plain_seed(puzzle, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify import PlanVerifiedPolicy, sample_seed, verify_summary
+
+    _, cluster, start = puzzle
+    a = _answers(cluster, start)
+    job = SimpleNamespace(task=SimpleNamespace(task_id="t"), sample=1)
+    ep = SimpleNamespace(seed=7, turns=[None, None], env=SimpleNamespace(state=start), messages=lambda: [], job=job)
+    turn_seed = 7 * 1_000 + 2
+    seeds = [sample_seed(turn_seed, j) for j in range(4)]
+    assert seeds[0] == turn_seed and len(set(seeds)) == 4
+    texts = [a["disagrees"], a["detour"], a["optimal"], a["garbage"]]
+    backend = SeedBackend(dict(zip(seeds, texts, strict=True)))
+    log = tmp_path / "turns.jsonl"
+    policy = PlanVerifiedPolicy(backend, AgentSettings(), 4, log)
+    (kept,) = policy.act([ep])
+    assert kept.text == a["optimal"]
+    assert [r.params.seed for r in backend.requests] == seeds
+    record = {"task": "t", "sample": 1, "turn": 2, "k": 4, "solving": 2, "kept": 2, "level": 2, "tokens": 8}
+    assert policy.records == [record]
+    # Nothing solves: the first sample with a legal ACTION is kept, ties to the lower index.
+    backend = SeedBackend(dict(zip(seeds, [a["garbage"], a["disagrees"], a["illegal"], a["disagrees"]], strict=True)))
+    policy = PlanVerifiedPolicy(backend, AgentSettings(), 4, log)
+    (kept,) = policy.act([ep])
+    assert kept.text == a["disagrees"]
+    # The log holds both; the summary counts the turn once, as last played (a resumed run replays a turn).
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert rows[0] == record and rows[1]["level"] == 1 and rows[1]["kept"] == 1
+    assert verify_summary(rows) == {
+        "turns_played": 1,
+        "with_solving_plan": 0.0,
+        "solving_share": 0.0,
+        "kept_nonzero": 1.0,
+        "kept_levels": {"0": 0, "1": 1, "2": 0},
+        "tokens_per_turn": 8.0,
+    }
+    assert verify_summary(rows[:1])["with_solving_plan"] == 1.0 and verify_summary(rows[:1])["solving_share"] == 0.5
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        PlanVerifiedPolicy(backend, AgentSettings(), 0)
+
+
+def test_k_1_plays_exactly_the_plain_agent_with_a_real_model(tiny_model_dir) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify import PlanVerifiedPolicy
+    from milepost.backends.hf import HFBackend
+
+    backend = HFBackend(tiny_model_dir)
+    settings = AgentSettings(memory_k=0, max_new_tokens=12, batch_size=4)
+    jobs = [Job(t, s) for t in rush_tasks(4, 6, 2) for s in range(2)]
+
+    def play(policy: Any) -> list[Any]:
+        eps = run_episodes(lambda: RushHourEnv(max_steps=3), jobs, policy, settings, seed=3, progress=False)
+        return [[(t.completion_ids, t.text) for t in e.turns] for e in sorted(eps, key=lambda e: (e.task_id, e.sample))]
+
+    verified = PlanVerifiedPolicy(backend, settings, 1)
+    assert play(verified) == play(BackendPolicy(backend, settings))
+    assert verified.records and all(r["kept"] == 0 and r["k"] == 1 for r in verified.records)
