@@ -10,6 +10,10 @@ game's rules alone (no solver, no distances):
 3. then the rest. Ties go to the lower sample index; sample 0 draws with the plain agent's seed, so ``k = 1`` plays
    exactly the plain evaluation.
 
+``--check action`` is the ablation: it keeps the first sample with a legal ACTION and never reads the plan, so it
+works for a model that writes no plan (the short-reason starts) and says how much of the gain is only "do not play
+an illegal move". ``--levels`` and ``--temperature`` evaluate the same tasks' other level or another temperature.
+
 It is a verifier with a simulator at inference, a different claim from the start's own step accuracy: a model that
 proposes right plans often enough, and a checker that knows the rules, together play well. Every ``k`` reruns the
 same evaluation (the tasks, samples, seeds and settings of the ``--like`` eval folder's ``run.json``) and writes a
@@ -18,8 +22,8 @@ samples held a solving plan, and the tokens generated per turn (the cost).
 
 Usage::
 
-    python -m experiments.plan_verify --model runs/models/rushhour-sft-plan-back-dagger5 \\
-        --like runs/sft-starts-plan-back-dagger5/eval-891 --k 1,4,16 --work runs/plan-verify \\
+    python -m experiments.plan_verify --model checkpoints/rushhour-sft-plan-back-dagger5 \\
+        --like runs/sft-starts-plan-back-dagger5/eval-891 --k 1,4,16,64 --work runs/plan-verify \\
         --out experiments/results/rushhour_plan_verify.md
 """
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import random
 import time
@@ -36,11 +41,15 @@ from typing import Any
 
 from experiments.plan_check import parse_plan, replay
 
+CHECKS = ("plan", "action")
 
-def plan_score(state: Any, text: str) -> tuple[int, int]:
+
+def plan_score(state: Any, text: str, check: str = "plan") -> tuple[int, int]:
     """How far an answer's plan checks out in ``state``, by the rules alone (higher is better): ``(2, -cells)``
     when the plan is legal, solves the puzzle and starts with the ACTION; ``(1, 0)`` when only the ACTION is a legal
-    move; ``(0, 0)`` otherwise."""
+    move; ``(0, 0)`` otherwise. ``check="action"`` (the ablation) reads the ACTION only: ``(1, 0)`` or ``(0, 0)``."""
+    if check not in CHECKS:
+        raise ValueError(f"unknown check {check!r} (choose from {', '.join(CHECKS)})")
     from milepost.agent.parsing import parse_answer
     from milepost.envs.rushhour.rules import parse_move
 
@@ -48,7 +57,7 @@ def plan_score(state: Any, text: str) -> tuple[int, int]:
     action = parse_move(parsed.action) if parsed.action else None
     if action is None or action.cells != 1 or state.why_illegal(action) is not None:
         return (0, 0)
-    plan = parse_plan(parsed.reason)
+    plan = parse_plan(parsed.reason) if check == "plan" else None
     if plan and (plan[0].vehicle, plan[0].direction) == (action.vehicle, action.direction):
         _, legal, solves = replay(state, plan)
         if legal and solves:
@@ -90,12 +99,14 @@ class PlanVerifiedPolicy:
     (``plan_score``). The episode records the kept answer's exact ids and log-probs; ``records`` holds one line
     per turn (also appended to ``log`` when given, so a resumed run keeps what it measured)."""
 
-    def __init__(self, backend: Any, settings: Any, k: int, log: Path | None = None) -> None:
+    def __init__(self, backend: Any, settings: Any, k: int, log: Path | None = None, check: str = "plan") -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        plan_score(None, "", check)  # an unknown check fails here, not on the first turn
         self.backend = backend
         self.settings = settings
         self.k = k
+        self.check = check
         self.log = log
         self.name = f"{backend.name}+verify{k}"
         self.scripted = False
@@ -116,7 +127,7 @@ class PlanVerifiedPolicy:
         kept, new = [], []
         for i, ep in enumerate(episodes):
             cands = outs[i * self.k : (i + 1) * self.k]
-            scores = [plan_score(ep.env.state, c.text) for c in cands]
+            scores = [plan_score(ep.env.state, c.text, self.check) for c in cands]
             best = max(range(self.k), key=lambda j: (scores[j], -j))
             kept.append(cands[best])
             new.append(
@@ -151,7 +162,15 @@ def spec_like(folder: Path, label: str, levels: str | None = None, temperature: 
     return EvalSpec(**fields, policy=label, settings=AgentSettings(**settings))
 
 
-def run_k(model: Path, spec: Any, k: int, out: Path) -> dict[str, Any]:
+def model_digest(model: Path) -> str:
+    """The sha256 of a model folder's weights: what a resumed run checks it continues with."""
+    h = hashlib.sha256()
+    for f in sorted(model.glob("*.safetensors")):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def run_k(model: Path, spec: Any, k: int, out: Path, check: str = "plan") -> dict[str, Any]:
     """Evaluate ``model`` with best-of-``k`` verification under ``spec`` into ``out`` (resumable; a folder holding
     another spec is refused by ``evaluate``): its metrics, the per-turn summary and the wall time of the run that
     played the episodes (a resumed run: of its last part)."""
@@ -159,11 +178,16 @@ def run_k(model: Path, spec: Any, k: int, out: Path) -> dict[str, Any]:
     from milepost.evaluation.runner import evaluate
     from milepost.io import atomic_write_json
 
-    spec = dataclasses.replace(spec, policy=f"verify{k}")
+    spec = dataclasses.replace(spec, policy=f"verify{k}" + ("" if check == "plan" else f"-{check}"))
     out.mkdir(parents=True, exist_ok=True)
+    weights = model_digest(model)
+    mark = out / "verify-model.json"
+    if mark.exists() and json.loads(mark.read_text())["sha256"] != weights:
+        raise SystemExit(f"plan_verify: {out} holds episodes of other weights than {model}; use another --work")
+    atomic_write_json(mark, {"model": str(model), "sha256": weights})
     log = out / "verify-turns.jsonl"
     backend = make_backend(f"hf:{model}")
-    policy = PlanVerifiedPolicy(backend, spec.settings, k, log)
+    policy = PlanVerifiedPolicy(backend, spec.settings, k, log, check)
     t0 = time.perf_counter()
     evaluate(spec, out, progress=True, policy=policy)
     wall = time.perf_counter() - t0
@@ -173,6 +197,7 @@ def run_k(model: Path, spec: Any, k: int, out: Path) -> dict[str, Any]:
         atomic_write_json(timing, {"wall_s": wall})
     return {
         "k": k,
+        "check": check,
         "metrics": json.loads((out / "metrics.json").read_text()),
         "wall_s": json.loads(timing.read_text())["wall_s"],
         **verify_summary(records),
@@ -199,12 +224,14 @@ def render(results: list[dict[str, Any]], n: int) -> str:
     lines = [head, "|" + "---|" * 11]
     for r in results:
         lv = level_row(r["metrics"])
+        read = r["check"] == "plan"  # the action check never reads the plans
         episodes = sum(lv["terminations"].values())
         avg = lv["avg"]
         lines.append(
             f"| {r['k']} | {episodes} | {_pct(avg['value'])} [{_pct(avg['lo'])}, {_pct(avg['hi'])}] | "
             f"{_pct(lv['pass_at'][str(n)]['value'])} | {_pct(lv['step_accuracy'])} | "
-            f"{r['turns_played'] / episodes:.1f} | {_pct(r['with_solving_plan'])} | {_pct(r['solving_share'])} | "
+            f"{r['turns_played'] / episodes:.1f} | {_pct(r['with_solving_plan']) if read else '-'} | "
+            f"{_pct(r['solving_share']) if read else '-'} | "
             f"{_pct(r['kept_nonzero'])} | {r['tokens_per_turn']:.0f} | {r['wall_s'] / 60:.1f} |"
         )
     return "\n".join(lines) + "\n"
@@ -246,6 +273,9 @@ def main() -> None:
     p.add_argument("--k", default="1,4,16", help="samples per turn to compare (comma list)")
     p.add_argument("--work", type=Path, required=True, help="one eval folder per k goes here (resumable)")
     p.add_argument("--out", type=Path, required=True, help="the report (.md; .json and .png beside it)")
+    p.add_argument(
+        "--check", choices=CHECKS, default="plan", help="plan: the plan, then the ACTION; action: the ACTION only"
+    )
     p.add_argument("--levels", default=None, help="evaluate these levels of the same dataset instead (one level)")
     p.add_argument("--temperature", type=float, default=None, help="sample at this temperature instead")
     p.add_argument("--threads", type=int, default=1)
@@ -265,7 +295,7 @@ def main() -> None:
     from experiments.report_files import write_report
 
     spec = spec_like(args.like, "verify", args.levels, args.temperature)
-    results = [run_k(args.model, spec, k, args.work / f"k{k}") for k in ks]
+    results = [run_k(args.model, spec, k, args.work / f"k{k}", args.check) for k in ks]
     n = spec.n
     changed = ", ".join(
         f"{name} changed to {value}"
@@ -276,9 +306,14 @@ def main() -> None:
         f"Model `{args.model}`; the tasks, samples, seeds and agent settings of `{args.like}`"
         f"{f' ({changed})' if changed else ''}: level {spec.levels}, {spec.limit} tasks x {n} samples, "
         f"T {spec.settings.temperature}, H_max {spec.env_kwargs.get('max_steps')}. "
-        "Each turn the policy samples k answers and keeps the best by the rules alone: a legal plan that solves the "
-        "puzzle and starts with the ACTION, the shortest first; then a legal ACTION; ties to sample 0, which draws "
-        "the plain agent's own seed (k = 1 is the plain evaluation). Inference with a rules checker, not the start."
+        "Each turn the policy samples k answers and keeps the best by the rules alone: "
+        + (
+            "a legal plan that solves the puzzle and starts with the ACTION, the shortest first; then a legal ACTION; "
+            if args.check == "plan"
+            else "a legal ACTION (`--check action`: the plan is not read); "
+        )
+        + "ties to sample 0, which draws the plain agent's own seed (k = 1 is the plain evaluation). Inference with a "
+        "rules checker, not the start."
     )
     write_report(
         args.out,

@@ -152,3 +152,62 @@ def test_k_1_plays_exactly_the_plain_agent_with_a_real_model(tiny_model_dir) -> 
     verified = PlanVerifiedPolicy(backend, settings, 1)
     assert play(verified) == play(BackendPolicy(backend, settings))
     assert verified.records and all(r["kept"] == 0 and r["k"] == 1 for r in verified.records)
+
+
+def test_a_work_folder_of_other_weights_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify import model_digest, run_k
+    from milepost.evaluation.runner import EvalSpec
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    out = tmp_path / "k4"
+    out.mkdir()
+    (out / "verify-model.json").write_text(json.dumps({"model": "elsewhere", "sha256": "0" * 64}))
+    with pytest.raises(SystemExit, match="other weights"):
+        run_k(model, EvalSpec(env="rushhour", data="d", policy="p"), 4, out)
+    assert model_digest(model) != model_digest(tmp_path)  # no weights hash differently from these
+
+
+def test_the_action_check_ignores_the_plan(puzzle) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify import PlanVerifiedPolicy, plan_score
+
+    _, cluster, start = puzzle
+    a = _answers(cluster, start)
+    assert plan_score(start, a["optimal"], "action") == plan_score(start, a["detour"], "action") == (1, 0)
+    assert plan_score(start, a["illegal"], "action") == plan_score(start, a["garbage"], "action") == (0, 0)
+    with pytest.raises(ValueError, match="unknown check"):
+        PlanVerifiedPolicy(SeedBackend({}), AgentSettings(), 2, check="vibes")
+
+
+def test_the_spec_follows_the_like_folder_and_the_report_hides_unread_plans(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify import render, spec_like
+
+    run = {
+        "env": "rushhour",
+        "data": "d",
+        "policy": "sft",
+        "n": 4,
+        "ks": [1, 4],
+        "levels": "4-6",
+        "limit": 40,
+        "env_kwargs": {"max_steps": 30},
+        "settings": {"memory_k": 0, "temperature": 0.8, "top_p": 1.0, "top_k": 0, "max_new_tokens": 96},
+        "seed": 4,
+    }
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    same = spec_like(tmp_path, "verify")
+    assert (same.levels, same.seed, same.settings.temperature, same.settings.max_new_tokens) == ("4-6", 4, 0.8, 96)
+    other = spec_like(tmp_path, "verify", "7-9", 0.0)
+    assert (other.levels, other.settings.temperature, other.limit) == ("7-9", 0.0, 40)
+    level = {
+        "terminations": {"solved": 3, "budget_exhausted": 1},
+        "avg": {"value": 0.75, "lo": 0.5, "hi": 1.0},
+        "pass_at": {"4": {"value": 1.0}},
+        "step_accuracy": 0.5,
+    }
+    row = {"metrics": {"levels": [level]}, "turns_played": 10, "with_solving_plan": 0.3, "solving_share": 0.2}
+    row |= {"kept_nonzero": 0.1, "tokens_per_turn": 40.0, "wall_s": 60.0}
+    plan, action = render([row | {"k": 4, "check": "plan"}, row | {"k": 4, "check": "action"}], 4).splitlines()[2:]
+    assert plan == "| 4 | 4 | 75.0 [50.0, 100.0] | 100.0 | 50.0 | 2.5 | 30.0 | 20.0 | 10.0 | 40 | 1.0 |"
+    assert action == "| 4 | 4 | 75.0 [50.0, 100.0] | 100.0 | 50.0 | 2.5 | - | - | 10.0 | 40 | 1.0 |"
