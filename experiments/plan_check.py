@@ -25,6 +25,7 @@ Usage (each RUN is ``LABEL=EVAL_FOLDER``; DATA the dataset the eval's tasks came
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ def parse_plan(reason: str) -> list[Any] | None:
     right 3.`` in play order. A plan of one slide reads the same both ways."""
     from milepost.envs.rushhour.state import Move
 
+    if "plan:" in reason:  # ``--answer legal-plan-back``: ``legal: A left, C up. plan: A right 3 < C up 1.``
+        reason = reason.split("plan:", 1)[1]
     text = reason.strip().rstrip(".").strip()
     back, forward = " < " in text, " > " in text
     if back and forward:
@@ -53,6 +56,29 @@ def parse_plan(reason: str) -> list[Any] | None:
             return None
         out.append(Move(m[1], m[2], int(m[3])))
     return out[::-1] if back else out
+
+
+def parse_legal(reason: str) -> list[str] | None:
+    """The moves a ``legal-plan-back`` REASON lists as legal (``legal: A left, C up. plan: ...`` -> ``["A left",
+    "C up"]``), None when it lists none."""
+    if not reason.startswith("legal:") or "plan:" not in reason:
+        return None
+    listed = reason.removeprefix("legal:").split("plan:", 1)[0].strip().rstrip(".").strip()
+    return [m.strip() for m in listed.split(",") if m.strip()]
+
+
+def grade_legal(state: Any, listed: list[str], action: Any) -> dict[str, Any]:
+    """A listed set of legal moves against ``state``'s one-cell legal moves: exact, true / false positives, misses,
+    and whether the ACTION is among the listed."""
+    truth = {f"{m.vehicle} {m.direction}" for m in state.legal_actions()}
+    said = set(listed)
+    return {
+        "exact": said == truth,
+        "tp": len(said & truth),
+        "fp": len(said - truth),
+        "fn": len(truth - said),
+        "action_listed": action is not None and f"{action.vehicle} {action.direction}" in said,
+    }
 
 
 def replay(state: Any, plan: list[Any]) -> tuple[list[Any], bool, bool]:
@@ -82,7 +108,7 @@ def grade_plan(cluster: Any, state: Any, plan: list[Any]) -> dict[str, Any]:
     if not legal:
         return {"cells": cells, "legal_cells": len(keys), "legal": False, "solves": False, "optimal": False}
     dist = [int(cluster.steps[cluster.index(k)]) for k in [state.key, *keys]]
-    optimal = all(b == a - 1 for a, b in zip(dist, dist[1:], strict=False))
+    optimal = all(b == a - 1 for a, b in itertools.pairwise(dist))
     return {"cells": cells, "legal_cells": len(keys), "legal": True, "solves": solves, "optimal": solves and optimal}
 
 
@@ -129,7 +155,10 @@ def grade_turns(
                 "distance": int(cluster.steps[cluster.index(state.key)]),
                 "action_optimal": turn.correct_actions > 0,
                 "plan": None,
+                "legal_list": None,
             }
+            if (listed := parse_legal(parsed.reason)) is not None:
+                row["legal_list"] = grade_legal(state, listed, action)
             if plan:
                 grade = grade_plan(cluster, state, plan)
                 grade["agrees"] = action is not None and (action.vehicle, action.direction) == (
@@ -176,6 +205,16 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "action_optimal_plan_optimal": _share(good, lambda r: r["action_optimal"]),
             "action_optimal_plan_not": _share(bad, lambda r: r["action_optimal"]),
             "plan_optimal_turns": len(good),
+        }
+    lists = [r["legal_list"] for r in rows if r["legal_list"]]
+    if lists:
+        tp, fp, fn = (sum(g[key] for g in lists) for key in ("tp", "fp", "fn"))
+        out["legal list"] = {
+            "turns": len(lists),
+            "exact": _share(lists, lambda g: g["exact"]),
+            "precision": tp / (tp + fp) if tp + fp else None,
+            "recall": tp / (tp + fn) if tp + fn else None,
+            "action_listed": _share(lists, lambda g: g["action_listed"]),
         }
     return out
 
@@ -232,6 +271,15 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             for b in res["by distance"].values()
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    listed = {name: res["legal list"] for name, res in results.items() if "legal list" in res}
+    if listed:
+        head = "| run | turns | list exact % | precision % | recall % | ACTION among the listed % |"
+        lines += ["\n**the legal moves listed first (`--answer legal-plan-back`), every turn**\n", head, md_rule(6)]
+        for name, g in listed.items():
+            lines.append(
+                f"| {name} | {g['turns']} | {_pct(g['exact'])} | {_pct(g['precision'])} | {_pct(g['recall'])} | "
+                f"{_pct(g['action_listed'])} |"
+            )
     return "\n".join(lines).lstrip("\n") + "\n"
 
 

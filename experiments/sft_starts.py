@@ -165,8 +165,19 @@ class PromptMaker:
         return list(self.backend.encode(GenerationRequest(messages=messages)))
 
 
-ANSWERS = ("move", "plan-back", "plan-forward")
+ANSWERS = ("move", "plan-back", "plan-forward", "legal-plan-back")
 PLAN_MAX_NEW_TOKENS = 96  # a plan answer: ~5 tokens per slide; 60 at most in 719 training examples (mean 25)
+LEGAL_MAX_NEW_TOKENS = 160  # legal moves, then the plan: 80 tokens at most in 720 sampled training states (mean 52)
+
+
+def max_new_tokens(answer: str) -> int | None:
+    """The agent's ``max_new_tokens`` an answer style needs (None: the config's own, for ``move``)."""
+    return {"move": None, "legal-plan-back": LEGAL_MAX_NEW_TOKENS}.get(answer, PLAN_MAX_NEW_TOKENS)
+
+
+def legal_reason(state: Any) -> str:
+    """The one-cell moves legal in ``state``, in tie-break order: ``legal: A left, A right, C up.``"""
+    return "legal: " + ", ".join(f"{m.vehicle} {m.direction}" for m in state.legal_actions()) + "."
 
 
 def plan_reason(cluster: Any, state: Any, move: Any, order: str) -> str:
@@ -199,6 +210,8 @@ def answer_text(move: Any, cluster: Any = None, state: Any = None, answer: str =
         return format_answer(_reason(move), move.text())
     if answer not in ANSWERS:
         raise ValueError(f"unknown answer style {answer!r} (choose from {', '.join(ANSWERS)})")
+    if answer == "legal-plan-back":
+        return format_answer(f"{legal_reason(state)} plan: {plan_reason(cluster, state, move, 'back')}", move.text())
     return format_answer(plan_reason(cluster, state, move, answer.removeprefix("plan-")), move.text())
 
 
@@ -545,8 +558,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=ANSWERS,
         default="move",
         help="the target's REASON: the oracle's short one (move), or the rest of a step-optimal plan from the goal "
-        "back to the move (plan-back: 'A right 3 < B up 2 < C up 1.') or forward (plan-forward); a plan raises the "
-        f"agent's max_new_tokens to {PLAN_MAX_NEW_TOKENS} and needs atomic mode only",
+        "back to the move (plan-back: 'A right 3 < B up 2 < C up 1.') or forward (plan-forward), or the state's legal "
+        "one-cell moves then plan-back (legal-plan-back: 'legal: A right, C up. plan: A right 3 < C up 1.'); a plan "
+        f"raises the agent's max_new_tokens to {PLAN_MAX_NEW_TOKENS} ({LEGAL_MAX_NEW_TOKENS} with the legal moves) "
+        "and needs atomic mode only",
     )
     p.add_argument("--levels", default=TRAIN_LEVELS, help="levels of the training puzzles (the test puzzles too)")
     p.add_argument(
@@ -668,8 +683,8 @@ def main() -> None:
     log(f"data: {len(train_tasks)} train / {len(test_tasks)} test puzzles ({timings['data_s']:.0f}s)")
 
     over = [f"data={data}", "levels=4-6", f"threads={args.threads}", f"model=tiny:{args.size}", f"seed={args.seed}"]
-    if args.answer != "move":
-        over.append(f"agent.max_new_tokens={PLAN_MAX_NEW_TOKENS}")
+    if (cap := max_new_tokens(args.answer)) is not None:
+        over.append(f"agent.max_new_tokens={cap}")
     cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", over)
     cfg = dataclasses.replace(
         cfg,
@@ -1044,10 +1059,11 @@ def report(
     cmd = command_line(args)
     target = "any optimal move, drawn uniformly" if args.label == "random" else "the oracle's tie-broken optimal move"
     if args.answer != "move":
-        way = "from the goal back to the move" if args.answer == "plan-back" else "from the move to the goal"
+        way = "from the move to the goal" if args.answer == "plan-forward" else "from the goal back to the move"
+        first = "the state's legal one-cell moves, then " if args.answer == "legal-plan-back" else ""
         target += (
-            f"; its REASON the rest of a step-optimal plan that starts with it, as slides {way} "
-            f"(`--answer {args.answer}`; max_new_tokens {PLAN_MAX_NEW_TOKENS})"
+            f"; its REASON {first}the rest of a step-optimal plan that starts with it, as slides {way} "
+            f"(`--answer {args.answer}`; max_new_tokens {max_new_tokens(args.answer)})"
         )
     precision = "bf16 autocast" if args.bf16 else "fp32"
     if args.minutes:

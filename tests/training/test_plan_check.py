@@ -34,6 +34,7 @@ def test_a_written_plan_reads_back_in_play_order() -> None:
     forward = parse_plan("C up 1 > B up 2 > A right 3.")
     assert back == forward == [Move("C", "up", 1), Move("B", "up", 2), Move("A", "right", 3)]
     assert parse_plan("A right 4.") == [Move("A", "right", 4)]
+    assert parse_plan("legal: A right, B up, C up. plan: A right 3 < B up 2 < C up 1.") == back  # legal-plan-back
     for text in ("C makes room.", "A right 3 < B up 2 > C up 1.", "A right 0.", "", "A sideways 2."):
         assert parse_plan(text) is None, text
 
@@ -138,3 +139,17 @@ def test_turns_are_binned_by_the_states_distance() -> None:
     assert bins["4-6"] == {"turns": 1, "plan_optimal": 0.0, "action_optimal": 0.0}
     assert bins["7-9"]["turns"] == 0 and bins["7-9"]["plan_optimal"] is None
     assert bins["13+"]["plan_optimal"] == 1.0
+
+
+def test_a_listed_set_of_legal_moves_is_graded_against_the_board(puzzle) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_check import grade_legal, parse_legal
+
+    _, _, start = puzzle
+    truth = [f"{m.vehicle} {m.direction}" for m in start.legal_actions()]
+    assert parse_legal(f"legal: {', '.join(truth)}. plan: A right 2.") == truth
+    assert parse_legal("A right 2.") is None and parse_legal("legal: A right.") is None
+    g = grade_legal(start, truth, start.legal_actions()[0])
+    assert g == {"exact": True, "tp": len(truth), "fp": 0, "fn": 0, "action_listed": True}
+    wrong = [*truth[1:], "Z up"]  # one legal move missed, one invented
+    g = grade_legal(start, wrong, start.legal_actions()[0])
+    assert g == {"exact": False, "tp": len(truth) - 1, "fp": 1, "fn": 1, "action_listed": False}

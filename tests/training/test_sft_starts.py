@@ -130,7 +130,7 @@ def test_slide_examples_target_slides_one_move_closer_under_the_slide_goal(backe
     assert max(cells) > 1  # the answers carry slide lengths: move(X, dir, N)
 
 
-@pytest.mark.parametrize("answer", ["plan-back", "plan-forward"])
+@pytest.mark.parametrize("answer", ["plan-back", "plan-forward", "legal-plan-back"])
 def test_a_plan_answer_is_a_step_optimal_solution_from_the_target_move(backend, answer: str) -> None:  # type: ignore[no-untyped-def]
     from experiments.sft_starts import make_examples, optimal_moves
 
@@ -156,8 +156,13 @@ def test_a_plan_answer_is_a_step_optimal_solution_from_the_target_move(backend, 
         state = by_text[tok.decode(p).split("Current observation:\n")[1].split("<|end|>")[0]]
         move = parse_move(action)
         assert move in optimal_moves(cluster, state)
-        slides = [part.split(" ") for part in reason.removesuffix(".").split(" < " if answer == "plan-back" else " > ")]
-        if answer == "plan-back":
+        if answer == "legal-plan-back":  # first every legal one-cell move, in tie-break order, then the plan
+            legal, reason = reason.removeprefix("legal: ").split(". plan: ")
+            assert legal.split(", ") == [f"{m.vehicle} {m.direction}" for m in state.legal_actions()]
+            assert legal and all(m.cells == 1 for m in state.legal_actions())
+        back = answer != "plan-forward"
+        slides = [part.split(" ") for part in reason.removesuffix(".").split(" < " if back else " > ")]
+        if back:
             slides.reverse()
         assert (slides[0][0], slides[0][1]) == (move.vehicle, move.direction)  # the plan starts with the move
         assert slides[-1][:2] == ["A", "right"]  # and ends with A driving out
