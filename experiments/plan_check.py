@@ -88,7 +88,7 @@ def replay(state: Any, plan: list[Any]) -> tuple[list[Any], bool, bool]:
     from milepost.envs.rushhour.state import Move
 
     s = state.clone()
-    keys = []
+    keys: list[Any] = []
     for m in plan:
         for _ in range(m.cells):
             cell = Move(m.vehicle, m.direction, 1)

@@ -25,6 +25,8 @@ answer format but not the rules (step accuracy 3-10%, avg@4 0%). This script cha
   move into the REASON, from the goal back to the move (``A right 3 < B up 2 < C up 1.``): the blocking chain, so
   that the model writes what the move is for before the move. ``plan-forward`` writes the same plan in play order
   (the move first), the control for "more supervised tokens" without "reasoning before acting".
+  ``legal-plan-back`` first lists the state's legal one-cell moves (``legal: C down, F up. plan: A right 1 < F up
+  1.``): can the model be taught to read which moves the board allows before it plans?
 
 Prompts are built exactly as the agent builds them (goal, observation, chat template; ``memory_k: 0``); the
 script checks this against the real agent loop's prompt ids before training. Answers are the oracle's format
