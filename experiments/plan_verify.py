@@ -321,7 +321,17 @@ def main() -> None:
         module="experiments.plan_verify",
         intro=intro + "\n\n",
         body=render(results, n),
-        data={"args": {k: str(v) for k, v in vars(args).items()}, "results": results},
+        data={
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "setting": {
+                "model": str(args.model),
+                "check": args.check,
+                "level": spec.levels,
+                "temperature": spec.settings.temperature,
+                "n": n,
+            },
+            "results": results,
+        },
         plot=lambda path: plot(
             results, path, f"Rush Hour {spec.levels}, T {spec.settings.temperature}: best-of-k by the rules"
         ),

@@ -211,3 +211,33 @@ def test_the_spec_follows_the_like_folder_and_the_report_hides_unread_plans(tmp_
     plan, action = render([row | {"k": 4, "check": "plan"}, row | {"k": 4, "check": "action"}], 4).splitlines()[2:]
     assert plan == "| 4 | 4 | 75.0 [50.0, 100.0] | 100.0 | 50.0 | 2.5 | 30.0 | 20.0 | 10.0 | 40 | 1.0 |"
     assert action == "| 4 | 4 | 75.0 [50.0, 100.0] | 100.0 | 50.0 | 2.5 | - | - | 10.0 | 40 | 1.0 |"
+
+
+def test_the_comparison_reads_each_reports_setting_and_refuses_other_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify_compare import load, render, rows
+
+    level = {"avg": {"value": 0.5, "lo": 0.25, "hi": 0.75}, "pass_at": {"4": {"value": 0.75}}, "step_accuracy": 0.4}
+    report = {
+        "setting": {"model": "ckpt/start-a", "check": "action", "level": "7-9", "temperature": 0.8, "n": 4},
+        "results": [{"k": k, "metrics": {"levels": [level]}, "tokens_per_turn": 30.0 * k} for k in (1, 16)],
+    }
+    good = tmp_path / "a.json"
+    good.write_text(json.dumps(report))
+    table = rows([load(f"legal only={good}")])
+    assert [(r["run"], r["model"], r["check"], r["level"], r["k"]) for r in table] == [
+        ("legal only", "start-a", "action", "7-9", 1),
+        ("legal only", "start-a", "action", "7-9", 16),
+    ]
+    assert (
+        render(table).splitlines()[3]
+        == "| legal only | `start-a` | action | 7-9 | 0.8 | 16 | 50.0 [25.0, 75.0] | 75.0 | 40.0 | 480 |"
+    )
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps({"rows": []}))
+    for spec, match in (
+        (f"x={other}", "not a plan_verify report"),
+        (str(good), "LABEL=REPORT.json"),
+        ("x=/no/file", "cannot read"),
+    ):
+        with pytest.raises(SystemExit, match=match):
+            load(spec)
