@@ -102,7 +102,8 @@ class PlanVerifiedPolicy:
     def __init__(self, backend: Any, settings: Any, k: int, log: Path | None = None, check: str = "plan") -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
-        plan_score(None, "", check)  # an unknown check fails here, not on the first turn
+        if check not in CHECKS:
+            raise ValueError(f"unknown check {check!r} (choose from {', '.join(CHECKS)})")
         self.backend = backend
         self.settings = settings
         self.k = k

@@ -11,22 +11,18 @@ Usage (each RUN is ``LABEL=REPORT.json``, the JSON a ``plan_verify`` report writ
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 
 def load(spec: str) -> tuple[str, dict[str, Any]]:
-    """``LABEL=REPORT.json`` -> (label, the report's data); a missing file or one without a setting exits."""
-    label, sep, path = spec.partition("=")
-    if not sep or not label or not path:
-        raise SystemExit(f"plan_verify_compare: {spec!r} is not LABEL=REPORT.json")
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"plan_verify_compare: cannot read {path}: {e}") from None
+    """``LABEL=REPORT.json`` -> (label, the report's data); a malformed spec, a missing file or one without a
+    setting exits with a one-line error."""
+    from experiments.report_files import labelled_json
+
+    label, data = labelled_json(spec, "plan_verify_compare")
     if "setting" not in data or not data.get("results"):
-        raise SystemExit(f"plan_verify_compare: {path} is not a plan_verify report (no setting or results)")
+        raise SystemExit(f"plan_verify_compare: {spec}: not a plan_verify report (no setting or results)")
     return label, data
 
 

@@ -39,3 +39,17 @@ def write_report(
     atomic_write_text(out, head + body + tail)
     atomic_write_json(out.with_suffix(".json"), data)
     plot(out.with_suffix(".png"))
+
+
+def labelled_json(spec: str, tool: str) -> tuple[str, Any]:
+    """``LABEL=PATH`` -> (label, the file's JSON); a one-line error naming ``tool`` for a spec without a label or a
+    path, and for a missing or malformed file."""
+    import json
+
+    label, sep, path = spec.partition("=")
+    if not sep or not label or not path:
+        raise SystemExit(f"{tool}: {spec!r}: expected LABEL=PATH")
+    try:
+        return label, json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SystemExit(f"{tool}: {path}: {exc}") from None

@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,11 @@ LEVEL = "4-6"
 
 def load(spec: str) -> tuple[str, dict[str, Any]]:
     """``LABEL=PATH`` -> (label, the run's JSON); a one-line error for a missing or malformed file."""
-    label, sep, path = spec.partition("=")
-    if not sep or not label or not path:
-        raise SystemExit(f"sft_size_compare: {spec!r}: expected LABEL=PATH")
-    try:
-        run = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SystemExit(f"sft_size_compare: {path}: {exc}") from None
+    from experiments.report_files import labelled_json
+
+    label, run = labelled_json(spec, "sft_size_compare")
     if not run.get("curve"):
-        raise SystemExit(f"sft_size_compare: {path}: no curve (not an sft_starts result)")
+        raise SystemExit(f"sft_size_compare: {spec}: no curve (not an sft_starts result)")
     return label, run
 
 
