@@ -163,6 +163,33 @@ def spec_like(folder: Path, label: str, levels: str | None = None, temperature: 
     return EvalSpec(**fields, policy=label, settings=AgentSettings(**settings))
 
 
+def read_records(log: Path) -> list[dict[str, Any]]:
+    """The per-turn records of ``log`` (none when it does not exist). A last line cut short by a killed run is
+    dropped: its turn is played again on resume; a malformed line elsewhere is an error."""
+    if not log.exists():
+        return []
+    lines = log.read_text(encoding="utf-8").splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i < len(lines) - 1:
+                raise SystemExit(f"plan_verify: {log} line {i + 1} is not JSON") from None
+    return out
+
+
+def drop_partial_line(log: Path) -> None:
+    """Cut a last line a killed run left without its newline, so the resumed run appends whole lines after it."""
+    if not log.exists():
+        return
+    data = log.read_bytes()
+    if data and not data.endswith(b"\n"):
+        from milepost.io import atomic_write_text
+
+        atomic_write_text(log, data[: data.rfind(b"\n") + 1].decode("utf-8"))
+
+
 def model_digest(model: Path) -> str:
     """The sha256 of a model folder's weights: what a resumed run checks it continues with."""
     h = hashlib.sha256()
@@ -187,12 +214,13 @@ def run_k(model: Path, spec: Any, k: int, out: Path, check: str = "plan") -> dic
         raise SystemExit(f"plan_verify: {out} holds episodes of other weights than {model}; use another --work")
     atomic_write_json(mark, {"model": str(model), "sha256": weights})
     log = out / "verify-turns.jsonl"
+    drop_partial_line(log)
     backend = make_backend(f"hf:{model}")
     policy = PlanVerifiedPolicy(backend, spec.settings, k, log, check)
     t0 = time.perf_counter()
     evaluate(spec, out, progress=True, policy=policy)
     wall = time.perf_counter() - t0
-    records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
+    records = read_records(log)
     timing = out / "verify-wall.json"  # the wall time of the run that played the episodes (a rerun plays none)
     if policy.records or not timing.exists():
         atomic_write_json(timing, {"wall_s": wall})

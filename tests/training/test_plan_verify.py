@@ -241,3 +241,19 @@ def test_the_comparison_reads_each_reports_setting_and_refuses_other_files(tmp_p
     ):
         with pytest.raises(SystemExit, match=match):
             load(spec)
+
+
+def test_a_turn_log_cut_short_by_a_kill_keeps_its_whole_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from experiments.plan_verify import drop_partial_line, read_records
+
+    log = tmp_path / "verify-turns.jsonl"
+    assert read_records(log) == []
+    log.write_text('{"turn": 0}\n{"turn": 1}\n{"tur')
+    assert read_records(log) == [{"turn": 0}, {"turn": 1}]
+    drop_partial_line(log)  # what a resumed run does before it appends
+    assert log.read_text() == '{"turn": 0}\n{"turn": 1}\n'
+    drop_partial_line(log)
+    assert log.read_text() == '{"turn": 0}\n{"turn": 1}\n'
+    log.write_text('{"turn": 0}\nnot json\n{"turn": 2}\n')
+    with pytest.raises(SystemExit, match="line 2 is not JSON"):
+        read_records(log)
