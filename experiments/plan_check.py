@@ -30,6 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from experiments.report_files import pct
+
 _SLIDE = re.compile(r"([A-Z])\s+(up|down|left|right)\s+(\d+)")
 _GROUPS = ("all turns", "first turns", "solved episodes", "failed episodes")
 _BINS = ((1, 3), (4, 6), (7, 9), (10, 12), (13, 99))  # the state's distance, one-cell steps
@@ -234,10 +236,6 @@ def by_distance(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
 def render(results: dict[str, dict[str, Any]]) -> str:
     from milepost.tables import md_rule
 
@@ -254,10 +252,10 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             err = "-" if g["length_error"] is None else f"{g['length_error']:.2f}"
             mean_d = "-" if g["mean_distance"] is None else f"{g['mean_distance']:.1f}"
             lines.append(
-                f"| {name} | {g['turns']} | {mean_d} | {_pct(g['parsed'])} | {_pct(g['agrees'])} | "
-                f"{_pct(g['legal'])} | {_pct(g['legal_cells'])} | {_pct(g['solves'])} | {_pct(g['optimal'])} | "
-                f"{err} | {_pct(g['action_optimal'])} | {_pct(g['action_optimal_plan_optimal'])} | "
-                f"{_pct(g['action_optimal_plan_not'])} |"
+                f"| {name} | {g['turns']} | {mean_d} | {pct(g['parsed'])} | {pct(g['agrees'])} | "
+                f"{pct(g['legal'])} | {pct(g['legal_cells'])} | {pct(g['solves'])} | {pct(g['optimal'])} | "
+                f"{err} | {pct(g['action_optimal'])} | {pct(g['action_optimal_plan_optimal'])} | "
+                f"{pct(g['action_optimal_plan_not'])} |"
             )
     bins = list(next(iter(results.values()))["by distance"])
     lines += [
@@ -267,8 +265,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
     ]
     for name, res in results.items():
         cells = [
-            f"{_pct(b['plan_optimal'])} / {_pct(b['action_optimal'])} ({b['turns']})"
-            for b in res["by distance"].values()
+            f"{pct(b['plan_optimal'])} / {pct(b['action_optimal'])} ({b['turns']})" for b in res["by distance"].values()
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     listed = {name: res["legal list"] for name, res in results.items() if "legal list" in res}
@@ -277,8 +274,8 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         lines += ["\n**the legal moves listed first (`--answer legal-plan-back`), every turn**\n", head, md_rule(6)]
         for name, g in listed.items():
             lines.append(
-                f"| {name} | {g['turns']} | {_pct(g['exact'])} | {_pct(g['precision'])} | {_pct(g['recall'])} | "
-                f"{_pct(g['action_listed'])} |"
+                f"| {name} | {g['turns']} | {pct(g['exact'])} | {pct(g['precision'])} | {pct(g['recall'])} | "
+                f"{pct(g['action_listed'])} |"
             )
     return "\n".join(lines).lstrip("\n") + "\n"
 

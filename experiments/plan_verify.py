@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.plan_check import parse_plan, replay
+from experiments.report_files import pct
 
 CHECKS = ("plan", "action")
 
@@ -233,10 +234,6 @@ def run_k(model: Path, spec: Any, k: int, out: Path, check: str = "plan") -> dic
     }
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
 def level_row(metrics: dict[str, Any]) -> dict[str, Any]:
     """The one level's metrics of a run (this script evaluates one level)."""
     levels = metrics["levels"]
@@ -257,11 +254,11 @@ def render(results: list[dict[str, Any]], n: int) -> str:
         episodes = sum(lv["terminations"].values())
         avg = lv["avg"]
         lines.append(
-            f"| {r['k']} | {episodes} | {_pct(avg['value'])} [{_pct(avg['lo'])}, {_pct(avg['hi'])}] | "
-            f"{_pct(lv['pass_at'][str(n)]['value'])} | {_pct(lv['step_accuracy'])} | "
-            f"{r['turns_played'] / episodes:.1f} | {_pct(r['with_solving_plan']) if read else '-'} | "
-            f"{_pct(r['solving_share']) if read else '-'} | "
-            f"{_pct(r['kept_nonzero'])} | {r['tokens_per_turn']:.0f} | {r['wall_s'] / 60:.1f} |"
+            f"| {r['k']} | {episodes} | {pct(avg['value'])} [{pct(avg['lo'])}, {pct(avg['hi'])}] | "
+            f"{pct(lv['pass_at'][str(n)]['value'])} | {pct(lv['step_accuracy'])} | "
+            f"{r['turns_played'] / episodes:.1f} | {pct(r['with_solving_plan']) if read else '-'} | "
+            f"{pct(r['solving_share']) if read else '-'} | "
+            f"{pct(r['kept_nonzero'])} | {r['tokens_per_turn']:.0f} | {r['wall_s'] / 60:.1f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -14,6 +14,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from experiments.plan_verify import level_row
+from experiments.report_files import pct
+
 
 def load(spec: str) -> tuple[str, dict[str, Any]]:
     """``LABEL=REPORT.json`` -> (label, the report's data); a malformed spec, a missing file or one without a
@@ -32,7 +35,7 @@ def rows(runs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     for label, data in runs:
         st = data["setting"]
         for r in data["results"]:
-            (lv,) = r["metrics"]["levels"]
+            lv = level_row(r["metrics"])
             out.append(
                 {
                     "run": label,
@@ -51,10 +54,6 @@ def rows(runs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
 def render(table: list[dict[str, Any]]) -> str:
     head = "| run | start | check | level | T | k | avg@n % [95% CI] | pass@n % | step acc. % | tokens / turn |"
     lines = [head, "|" + "---|" * 10]
@@ -62,8 +61,8 @@ def render(table: list[dict[str, Any]]) -> str:
         a = r["avg"]
         lines.append(
             f"| {r['run']} | `{r['model']}` | {r['check']} | {r['level']} | {r['T']} | {r['k']} | "
-            f"{_pct(a['value'])} [{_pct(a['lo'])}, {_pct(a['hi'])}] | {_pct(r['pass'])} | "
-            f"{_pct(r['step_accuracy'])} | {r['tokens_per_turn']:.0f} |"
+            f"{pct(a['value'])} [{pct(a['lo'])}, {pct(a['hi'])}] | {pct(r['pass'])} | "
+            f"{pct(r['step_accuracy'])} | {r['tokens_per_turn']:.0f} |"
         )
     return "\n".join(lines) + "\n"
 

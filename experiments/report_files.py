@@ -53,3 +53,8 @@ def labelled_json(spec: str, tool: str) -> tuple[str, Any]:
         return label, json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise SystemExit(f"{tool}: {path}: {exc}") from None
+
+
+def pct(x: float | None) -> str:
+    """A share as a percentage with one decimal for the reports' tables; ``-`` when it was not measured."""
+    return "-" if x is None else f"{100 * x:.1f}"

@@ -26,6 +26,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from experiments.report_files import pct
+
 LEVEL = "4-6"
 
 
@@ -54,10 +56,6 @@ def default_match(runs: dict[str, dict[str, Any]]) -> int:
     return min(run["curve"][-1]["examples_seen"] for run in runs.values())
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
 def _mean_load(run: dict[str, Any]) -> str:
     loads = [p["load"] for p in run["curve"] if p.get("load") is not None]
     return f"{sum(loads) / len(loads):.1f}" if loads else "-"
@@ -66,8 +64,8 @@ def _mean_load(run: dict[str, Any]) -> str:
 def _episode_cells(ep: dict[str, Any] | None) -> list[str]:
     if ep is None:
         return ["-", "-", "-"]
-    avg = f"{_pct(ep['avg'])} [{_pct(ep['avg_lo'])}, {_pct(ep['avg_hi'])}]"
-    return [_pct(ep["step_accuracy"]), avg, _pct(ep["pass"].get("4"))]
+    avg = f"{pct(ep['avg'])} [{pct(ep['avg_lo'])}, {pct(ep['avg_hi'])}]"
+    return [pct(ep["step_accuracy"]), avg, pct(ep["pass"].get("4"))]
 
 
 def render(runs: dict[str, dict[str, Any]], match: int) -> str:
@@ -111,7 +109,7 @@ def render(runs: dict[str, dict[str, Any]], match: int) -> str:
         if p is None:
             out.append(md_row([label, *["-"] * (len(match_head) - 1)]))
             continue
-        probe = [_pct(p["probe_optimal"]), _pct(p["probe_legal"])]
+        probe = [pct(p["probe_optimal"]), pct(p["probe_legal"])]
         out.append(
             md_row(
                 [label, p["step"], p["examples_seen"], f"{p['train_s'] / 60:.1f}", *probe, *_episode_cells(episode(p))]

@@ -61,6 +61,8 @@ from typing import Any
 
 import numpy as np
 
+from experiments.report_files import pct
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 CONFIGS = ROOT / "configs" / "tiny-cpu"
@@ -965,10 +967,6 @@ def _level_numbers(metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
 def command_line(args: Any) -> str:
     """The command that reruns this invocation (without ``--threads`` and ``nice``, which the report adds): every
     setting that shapes the data, the model or the evaluation, the training seed included when it is not 0."""
@@ -1025,17 +1023,17 @@ def report(
     def episode_cells(e: dict[str, Any] | None) -> str:
         if not e:
             return "- | -"
-        return f"{_pct(e['step_accuracy'])} | {_pct(e['avg'])} [{_pct(e['avg_lo'])}, {_pct(e['avg_hi'])}]"
+        return f"{pct(e['step_accuracy'])} | {pct(e['avg'])} [{pct(e['avg_lo'])}, {pct(e['avg_hi'])}]"
 
     rows = []
     for pt in curve:
         row = (
-            f"| {pt['step']} | {pt['examples_seen']} | {pt['loss']:.3f} | {_pct(pt['probe_optimal'])} | "
-            f"{_pct(pt['probe_legal'])} | {episode_cells(pt.get('episode', {}).get('4-6'))} | "
+            f"| {pt['step']} | {pt['examples_seen']} | {pt['loss']:.3f} | {pct(pt['probe_optimal'])} | "
+            f"{pct(pt['probe_legal'])} | {episode_cells(pt.get('episode', {}).get('4-6'))} | "
         )
         if slide:
             row += (
-                f"{_pct(pt.get('slide_probe_optimal'))} | {_pct(pt.get('slide_probe_legal'))} | "
+                f"{pct(pt.get('slide_probe_optimal'))} | {pct(pt.get('slide_probe_legal'))} | "
                 f"{episode_cells(pt.get('episode_slide', {}).get('4-6'))} | "
             )
         rows.append(row + f"{pt['train_s'] / 60:.1f} | {pt['load']:.1f} |")
@@ -1043,9 +1041,9 @@ def report(
     for key, mode in (("episode", "atomic"), ("episode_slide", "slide")):
         for level, e in last.get(key, {}).items():
             final.append(
-                f"| {mode} | {level} | {e['tasks']} | {_pct(e['step_accuracy'])} | {_pct(e['avg'])} "
-                f"[{_pct(e['avg_lo'])}, {_pct(e['avg_hi'])}] | "
-                + " | ".join(f"{_pct(e['pass'].get(str(k)))}" for k in (1, args.n))
+                f"| {mode} | {level} | {e['tasks']} | {pct(e['step_accuracy'])} | {pct(e['avg'])} "
+                f"[{pct(e['avg_lo'])}, {pct(e['avg_hi'])}] | "
+                + " | ".join(f"{pct(e['pass'].get(str(k)))}" for k in (1, args.n))
                 + " |"
             )
     e46 = ep.get("4-6")
@@ -1053,8 +1051,8 @@ def report(
         "not measured"
         if e46 is None
         else (
-            f"step accuracy {_pct(e46['step_accuracy'])}% (target >= 80: "
-            f"{'met' if (e46['step_accuracy'] or 0) >= 0.8 else 'not met'}), avg@{args.n} {_pct(e46['avg'])}% "
+            f"step accuracy {pct(e46['step_accuracy'])}% (target >= 80: "
+            f"{'met' if (e46['step_accuracy'] or 0) >= 0.8 else 'not met'}), avg@{args.n} {pct(e46['avg'])}% "
             f"(target >= 30: {'met' if e46['avg'] >= 0.3 else 'not met'})"
         )
     )

@@ -18,6 +18,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from experiments.report_files import pct
+
 FIRST_TURNS = 5
 
 
@@ -66,10 +68,6 @@ def _pooled(episodes: list[Any]) -> dict[str, Any]:
     return {"correct": correct, "attempted": attempted, "accuracy": correct / attempted if attempted else None}
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}"
-
-
 def render(rows: dict[str, dict[str, Any]]) -> str:
     lines = [
         "| run | episodes | success % | step acc. pooled % | solved: share of actions % / acc. % | "
@@ -79,10 +77,10 @@ def render(rows: dict[str, dict[str, Any]]) -> str:
     ]
     for name, r in rows.items():
         lines.append(
-            f"| {name} | {r['episodes']} | {_pct(r['success'])} | {_pct(r['all']['accuracy'])} | "
-            f"{_pct(r['solved']['action_share'])} / {_pct(r['solved']['accuracy'])} | "
-            f"{_pct(r['failed']['action_share'])} / {_pct(r['failed']['accuracy'])} | "
-            f"{_pct(r['per_episode_mean'])} | {_pct(r['first_turns']['accuracy'])} | "
+            f"| {name} | {r['episodes']} | {pct(r['success'])} | {pct(r['all']['accuracy'])} | "
+            f"{pct(r['solved']['action_share'])} / {pct(r['solved']['accuracy'])} | "
+            f"{pct(r['failed']['action_share'])} / {pct(r['failed']['accuracy'])} | "
+            f"{pct(r['per_episode_mean'])} | {pct(r['first_turns']['accuracy'])} | "
             f"{r['mean_turns_solved'] or 0:.1f} / {r['mean_turns_failed'] or 0:.1f} |"
         )
     return "\n".join(lines) + "\n"
