@@ -149,17 +149,21 @@ def sample_states(cluster: Any, k: int, max_dist: int, rng: random.Random, metri
 
 
 class PromptMaker:
-    """Prompt ids of a Rush Hour state exactly as the agent renders them (atomic mode, ``memory_k: 0``)."""
+    """Prompt ids of a Rush Hour state exactly as the agent renders them (``memory_k: 0``; ``render`` the
+    environment's renderer, ``slide`` its slide mode, which the ``legal`` renderer lists slides for)."""
 
-    def __init__(self, backend: Any, goal: str) -> None:
+    def __init__(self, backend: Any, goal: str, render: str = "grid", slide: bool = False) -> None:
         self.backend = backend
         self.goal = goal
+        self.render = render
+        self.slide = slide
 
     def observation(self, state: Any, feedback: str | None) -> str:
         from milepost.envs.base import printable
+        from milepost.envs.rushhour.rules import render_observation
 
-        board = state.render_text()
-        return board if feedback is None else f"{board}\nLast answer rejected: {printable(feedback)}"
+        note = None if feedback is None else printable(feedback)
+        return render_observation(state, note, style=self.render, slide=self.slide)
 
     def ids(self, state: Any, feedback: str | None = None) -> list[int]:
         from milepost.agent.prompts import build_messages
@@ -284,7 +288,7 @@ def onpolicy_examples(
     only for a plan). Returns prompts, completions and rollout statistics.
     """
     from milepost.agent.loop import BackendPolicy, Job, run_episodes
-    from milepost.envs.rushhour.rules import parse_move
+    from milepost.envs.rushhour.rules import parse_move, render_observation
     from milepost.envs.rushhour.solver import solve_board
     from milepost.envs.rushhour.state import RushHourState
     from milepost.training.setup import agent_settings, env_factory
@@ -307,8 +311,8 @@ def onpolicy_examples(
         state = RushHourState(cluster.layout, cluster.layout.unpack(cluster.start))
         solved += ep.success
         for turn in ep.turns:
-            board = turn.observation.split("\nLast answer rejected:")[0]
-            if board != state.render_text():
+            shown = turn.observation.split("\nLast answer rejected:")[0]
+            if shown != render_observation(state, None, style=cfg.env.render, slide=metric == "moves"):
                 raise SystemExit(
                     f"sft_starts: replayed state of {ep.task_id} turn {turn.index} differs from its prompt"
                 )
@@ -357,7 +361,7 @@ def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]
 
     plain = dataclasses.replace(cfg, sft=dataclasses.replace(cfg.sft, noise=0.0, macro_share=0.0))
     agent_prompts = {tuple(e.prompt_ids) for e in demonstrations(plain, tasks, backend, progress=False)}
-    env = RushHourEnv(action_mode=cfg.env.action_mode)
+    env = RushHourEnv(action_mode=cfg.env.action_mode, render=cfg.env.render)
     rng = random.Random(0)
     for task in tasks:
         c = solve_board(task.payload["board"])
@@ -373,7 +377,7 @@ def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]
         if list(real) != prompts.ids(state, state.why_illegal(move)):
             raise SystemExit(f"sft_starts: the rejection prompt of {task.task_id} differs from the environment's")
     log(
-        f"prompt check ({cfg.env.action_mode}): {len(tasks)} start and {len(tasks)} rejection prompts equal the "
+        f"prompt check ({cfg.env.action_mode}, render {cfg.env.render}): {len(tasks)} start and {len(tasks)} rejection prompts equal the "
         "agent loop's"
     )
 
@@ -567,6 +571,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"raises the agent's max_new_tokens to {PLAN_MAX_NEW_TOKENS} ({LEGAL_MAX_NEW_TOKENS} with the legal moves) "
         "and needs atomic mode only",
     )
+    p.add_argument(
+        "--render",
+        choices=("grid", "legal"),
+        default="grid",
+        help="the environment's observation renderer (env.render) in the examples, the on-policy play and the "
+        "evals: grid, or legal (the board then a 'Legal moves:' line, like ALFWorld's admissible commands)",
+    )
     p.add_argument("--levels", default=TRAIN_LEVELS, help="levels of the training puzzles (the test puzzles too)")
     p.add_argument(
         "--slide-per-cluster",
@@ -687,6 +698,7 @@ def main() -> None:
     log(f"data: {len(train_tasks)} train / {len(test_tasks)} test puzzles ({timings['data_s']:.0f}s)")
 
     over = [f"data={data}", "levels=4-6", f"threads={args.threads}", f"model=tiny:{args.size}", f"seed={args.seed}"]
+    over.append(f"env.render={args.render}")
     if (cap := max_new_tokens(args.answer)) is not None:
         over.append(f"agent.max_new_tokens={cap}")
     cfg = load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", over)
@@ -712,15 +724,16 @@ def main() -> None:
     # One pool of examples per action mode: each has its own goal text (system message), and a batch is
     # drawn from one pool so that the shared-prefix loss runs one system message per step.
     modes = ["atomic"] + (["slide"] if args.slide_per_cluster else [])
-    style = "" if args.answer == "move" else f"-{args.answer}"  # in the example files' names
+    # The answer style and a renderer other than the grid are in the example files' names.
+    style = ("" if args.answer == "move" else f"-{args.answer}") + ("" if args.render == "grid" else f"-{args.render}")
     onpolicy_modes = args.onpolicy_modes.split(",") if args.onpolicy else []
     onpolicy: dict[str, dict[str, Any]] = {}  # rollout statistics of each mode's on-policy examples
     makers: dict[str, PromptMaker] = {}
     pools: dict[str, dict[str, Any]] = {}
     for mode in modes:
-        env = RushHourEnv(action_mode=mode)
+        env = RushHourEnv(action_mode=mode, render=args.render)
         env.reset(options={"task": train_tasks[0]})
-        makers[mode] = PromptMaker(backend, env.goal_text())
+        makers[mode] = PromptMaker(backend, env.goal_text(), args.render, slide=mode == "slide")
         metric = METRIC[mode]
         k, far = (
             (args.per_cluster, args.max_dist) if mode == "atomic" else (args.slide_per_cluster, args.slide_max_dist)
@@ -976,6 +989,7 @@ def command_line(args: Any) -> str:
         f"--test {args.test} --levels {args.levels} --data-seed {args.data_seed} --per-cluster {args.per_cluster} "
         f"--max-dist {args.max_dist} --label {args.label} "
         + (f"--answer {args.answer} " if args.answer != "move" else "")
+        + (f"--render {args.render} " if args.render != "grid" else "")
         + f"--feedback {args.feedback} --steps {args.steps} --batch {args.batch} --lr {args.lr} --warmup {args.warmup}"
         + (" --bf16" if args.bf16 else "")
         + (f" --minutes {args.minutes:g}" if args.minutes else "")
@@ -1092,6 +1106,11 @@ def report(
         else ""
     )
     steps_text = "one-cell steps from the goal"
+    if args.render != "grid":
+        steps_text += (
+            "; every prompt, in training and in play, shows the board then its legal moves "
+            f"(`--render {args.render}`, `env.render: {args.render}`)"
+        )
     onpolicy_line = "".join(
         f"; and {st['turns']} on-policy examples (DAgger){'' if mode == 'atomic' else ' in ' + mode + ' mode'}: "
         f"every turn of {st['episodes']} episodes the start model played on {args.onpolicy} training puzzles at "

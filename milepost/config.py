@@ -66,11 +66,12 @@ class RewardWeights:
 def renderers(env: str) -> tuple[str, ...] | None:
     """The observation renderers environment ``env`` takes (None: an environment this module does not know)."""
     # Imported here: the env packages import this module.
+    from milepost.envs.rushhour.rules import RENDERERS as RUSHHOUR_RENDERERS
     from milepost.envs.sudoku.render import RENDERERS
     from milepost.envs.webshop.render import RENDER_MODES
 
     # The shop reads the default ``grid`` as its ``text`` mode, so a config that names no renderer still works.
-    known = {"sudoku": RENDERERS, "rushhour": ("grid",), "webshop": ("grid", *RENDER_MODES)}
+    known = {"sudoku": RENDERERS, "rushhour": RUSHHOUR_RENDERERS, "webshop": ("grid", *RENDER_MODES)}
     return known.get(env)
 
 
@@ -92,8 +93,9 @@ class EnvConfig:
     """exact actions per step in fixed mode"""
     render: str = "grid"
     """observation renderer. Sudoku: grid | cells | candidates (grid + candidate hints) | hints (cells + hints) |
-    hints_tail (cells + the 8 cells with the fewest candidates, fewest last). Rush Hour: grid. Web shop: text
-    (WebShop's text mode; grid means text) | text_rich | accessibility (numbered elements, WebArena style)"""
+    hints_tail (cells + the 8 cells with the fewest candidates, fewest last). Rush Hour: grid | legal (grid + the
+    legal moves). Web shop: text (WebShop's text mode; grid means text) | text_rich | accessibility (numbered
+    elements, WebArena style)"""
     wrong_fill: str = "dead_end"
     """Sudoku: a legal fill with a wrong digit ends the episode (dead_end) or play goes on (continue)"""
     allow_overwrite: bool = False

@@ -219,6 +219,8 @@ def test_batches_hold_one_mode_and_mix_the_modes_by_size() -> None:
 
 
 def test_hand_built_prompts_are_the_agent_loops(backend) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+
     from experiments.sft_starts import CONFIGS, check_prompts
     from milepost.config import load_config
     from milepost.training.config import TrainConfig
@@ -236,6 +238,15 @@ def test_hand_built_prompts_are_the_agent_loops(backend) -> None:  # type: ignor
     check_prompts(slide, backend, PromptMaker(backend, env.goal_text()), rush_tasks(4, 6, 3))
     with pytest.raises(SystemExit, match="differs"):  # atomic prompts are not the slide agent's
         check_prompts(slide, backend, _prompts(backend), rush_tasks(4, 6, 1))
+
+    # The legal renderer: the board then its legal moves, in the hand-built prompts as in the agent loop's.
+    legal = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, render="legal"))
+    maker = PromptMaker(backend, _prompts(backend).goal, "legal")
+    check_prompts(legal, backend, maker, rush_tasks(4, 6, 3))
+    with pytest.raises(SystemExit, match="differs"):  # grid prompts are not the legal renderer's
+        check_prompts(legal, backend, _prompts(backend), rush_tasks(4, 6, 1))
+    with pytest.raises(SystemExit, match="differs"):
+        check_prompts(cfg, backend, maker, rush_tasks(4, 6, 1))
 
 
 def test_shared_prefix_loss_equals_the_plain_loss_and_gradient(backend) -> None:  # type: ignore[no-untyped-def]
@@ -316,15 +327,26 @@ def test_export_of_a_fine_tuned_model_lists_its_init_models_clusters_too(tmp_pat
 
 
 @pytest.mark.parametrize(
-    ("mode", "model"),
-    [("atomic", "rushhour-sft-steps"), ("slide", "rushhour-sft-d4slide")],  # models that play legal moves
+    ("mode", "model", "render"),
+    [  # models that play legal moves
+        ("atomic", "rushhour-sft-steps", "grid"),
+        ("slide", "rushhour-sft-d4slide", "grid"),
+        ("atomic", "rushhour-sft-plan-back-dagger5", "legal"),
+    ],
 )
-def test_onpolicy_examples_label_the_states_the_model_reached(mode: str, model: str) -> None:
+def test_onpolicy_examples_label_the_states_the_model_reached(mode: str, model: str, render: str) -> None:
     import dataclasses
 
     import torch
 
-    from experiments.sft_starts import CONFIGS, METRIC, mode_config, onpolicy_examples, optimal_moves
+    from experiments.sft_starts import (
+        CONFIGS,
+        METRIC,
+        PLAN_MAX_NEW_TOKENS,
+        mode_config,
+        onpolicy_examples,
+        optimal_moves,
+    )
     from milepost.backends.hf import HFBackend
     from milepost.config import load_config
     from milepost.training.config import TrainConfig
@@ -333,7 +355,9 @@ def test_onpolicy_examples_label_the_states_the_model_reached(mode: str, model: 
     with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
         rush = HFBackend(ROOT / "checkpoints" / model)
     cfg = mode_config(load_config(TrainConfig, CONFIGS / "rushhour_sft.yaml", ["levels=4-6"]), mode)
-    cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_steps=6))
+    cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, max_steps=6, render=render))
+    if "plan" in model:  # a model that writes plans needs their token budget to reach its ACTION
+        cfg = dataclasses.replace(cfg, agent=dataclasses.replace(cfg.agent, max_new_tokens=PLAN_MAX_NEW_TOKENS))
     tasks = rush_tasks(4, 6, 2)
     prompts, completions, stats = onpolicy_examples(cfg, rush, tasks, samples=2, seed=0)
     assert stats["episodes"] == 4 and stats["turns"] == len(prompts) == len(completions) > 4
@@ -347,8 +371,9 @@ def test_onpolicy_examples_label_the_states_the_model_reached(mode: str, model: 
     moved = 0
     for p, c in zip(prompts, completions):
         shown = tok.decode(p).split("Current observation:\n")[1].split("<|end|>")[0]
-        board = shown.split("\nLast answer rejected:")[0]
+        board, *listed = shown.split("\nLast answer rejected:")[0].split("\nLegal moves: ")
         cluster, state = states[board]
+        assert listed == ([", ".join(m.text() for m in state.legal_actions())] if render == "legal" else [])
         move = parse_move(tok.decode(c[:-1]).split("ACTION: ")[1])
         assert move is not None and move in optimal_moves(cluster, state, METRIC[mode])
         moved += state.key != cluster.start
@@ -407,6 +432,7 @@ def test_an_episode_eval_step_off_the_probe_grid_is_still_evaluated() -> None:
         ["--init", "m", "--data", "d", "--onpolicy", "600", "--onpolicy-samples", "3", "--steps", "1250"],
         ["--slide-per-cluster", "8", "--slide-max-dist", "9", "--eval-modes", "atomic,slide", "--bf16"],
         ["--n", "8", "--eval-levels", "4-6,7-9", "--probe", "64", "--eval-every", "100", "--eval-limit", "10"],
+        ["--render", "legal", "--answer", "plan-back", "--onpolicy", "10"],
     ],
 )
 def test_the_reports_command_parses_back_to_the_run(argv: list[str]) -> None:

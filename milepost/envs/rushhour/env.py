@@ -10,7 +10,7 @@ from milepost.envs.actions import ActionMode
 from milepost.envs.base import TextEnv
 from milepost.envs.levels import get_level, level_of
 from milepost.envs.rushhour.generator import GENERATOR_VERSION, generate_puzzle
-from milepost.envs.rushhour.rules import RushHourRules
+from milepost.envs.rushhour.rules import RENDERERS, RushHourRules
 from milepost.envs.rushhour.solver import Cluster, solve_board
 from milepost.envs.rushhour.state import Move, RushHourState
 from milepost.errors import InputError
@@ -83,7 +83,8 @@ class RushHourEnv(TextEnv[RushHourState, Move]):
         max_steps: H_max, the turn budget (default: the paper's 30 in atomic mode, 20 in the macro modes).
         action_mode: ``atomic`` (one one-cell move per turn) | ``slide`` (one ``move(X, dir, N)`` per turn) |
             ``flexible`` (up to ``macro_k`` one-cell moves, None = unbounded) | ``fixed`` (``macro_n``).
-        render: observation renderer: ``grid`` (the only one).
+        render: observation renderer: ``grid`` (the board) | ``legal`` (the board, then a ``Legal moves:`` line
+            listing the legal actions of the action mode, like the admissible commands of ALFWorld).
         max_walls: walls a generated board (``reset`` without a task) may have.
         reward_weights: weights of the reward terms in the scalar reward.
         observe: render observations (turn off for throughput when the caller reads the state directly).
@@ -111,8 +112,8 @@ class RushHourEnv(TextEnv[RushHourState, Move]):
     ) -> None:
         if size != 6:
             raise InputError(f"rushhour: the board is 6x6, not {size}x{size}")
-        if render != "grid":
-            raise InputError(f"rushhour: unknown renderer {render!r} (known: grid)")
+        if render not in RENDERERS:
+            raise InputError(f"rushhour: unknown renderer {render!r} (known: {', '.join(RENDERERS)})")
         if max_steps is None:
             max_steps = ATOMIC_BUDGET if action_mode == "atomic" else MACRO_BUDGET
         try:
@@ -139,7 +140,7 @@ class RushHourEnv(TextEnv[RushHourState, Move]):
         def make_rules(task: Task) -> RushHourRules:
             if task.env != "rushhour":
                 raise InputError(f"task {task.task_id} is a {task.env} task, not rushhour")
-            return RushHourRules(task, action_mode=mode)
+            return RushHourRules(task, action_mode=mode, render=render)
 
         super().__init__(
             make_rules,

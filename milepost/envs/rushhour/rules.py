@@ -21,6 +21,22 @@ _MOVE = re.compile(
 )
 
 
+RENDERERS = ("grid", "legal")
+"""Rush Hour observation renderers: ``grid`` (the board) | ``legal`` (the board, then the legal actions of the mode,
+the way ALFWorld and ScienceWorld list admissible commands)."""
+
+
+def render_observation(state: RushHourState, feedback: str | None, *, style: str = "grid", slide: bool = False) -> str:
+    """The observation text of ``state``: the grid; with ``style`` ``legal`` a ``Legal moves:`` line in
+    ``legal_actions`` order (one-cell moves, or every slide in slide mode); then the rejection line when
+    ``feedback`` is given (the caller has made it printable)."""
+    text = state.render_text()
+    if style == "legal":
+        moves = state.legal_actions(slides=slide)
+        text += "\nLegal moves: " + (", ".join(m.text() for m in moves) or "none")
+    return text if feedback is None else f"{text}\nLast answer rejected: {feedback}"
+
+
 def parse_move(text: str) -> Move | None:
     """``move(X, dir)`` or ``move(X, dir, N)`` to a ``Move``; None when the text is neither.
 
@@ -118,7 +134,9 @@ class RushHourRules:
     ``remaining_distance`` and progress are in one-cell steps, except in slide mode where they are in moves.
     """
 
-    def __init__(self, task: Task, *, action_mode: ActionMode) -> None:
+    def __init__(self, task: Task, *, action_mode: ActionMode, render: str = "grid") -> None:
+        if render not in RENDERERS:
+            raise InputError(f"rushhour: unknown renderer {render!r} (known: {', '.join(RENDERERS)})")
         board = task_board(task)
         try:
             cluster = solve_board(board)
@@ -129,6 +147,7 @@ class RushHourRules:
         self.task = task
         self.cluster = cluster
         self.action_mode = action_mode
+        self.render_style = render
         self.slide = action_mode.kind == "slide"
         self.metric = "moves" if self.slide else "steps"
         self.state = RushHourState(cluster.layout, cluster.layout.unpack(cluster.start))
@@ -174,11 +193,8 @@ class RushHourRules:
         return action.text()
 
     def render(self, feedback: str | None) -> str:
-        board = self.state.render_text()
-        if feedback is None:
-            return board
         # TextEnv already replaces characters outside the observation charset in quoted model text.
-        return f"{board}\nLast answer rejected: {feedback}"
+        return render_observation(self.state, feedback, style=self.render_style, slide=self.slide)
 
     def goal_text(self) -> str:
         mode = self.action_mode

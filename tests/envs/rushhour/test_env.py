@@ -210,6 +210,48 @@ def test_bad_tasks_and_settings_are_one_line_errors(task7: Task) -> None:
         RushHourEnv(action_mode="fixed")
 
 
+@pytest.mark.parametrize("mode", ["atomic", "slide"])
+def test_the_legal_renderer_lists_exactly_the_moves_the_env_accepts(task7: Task, mode: str) -> None:
+    """``render: legal`` lists every action the mode accepts and nothing else, on each state of a played episode
+    (one-cell moves in atomic mode, slides of every length in slide mode), above the rejection line."""
+    import random
+    import re
+
+    env = RushHourEnv(action_mode=mode, render="legal")
+    obs, _ = env.reset(options={"task": task7})
+    rules = env.rules
+    rng = random.Random(0)
+    candidates = [Move(v, d, n) for v in "ABCDEFGH" for d in ("up", "down", "left", "right") for n in (1, 2, 3, 4)]
+    for turn in range(8):
+        board, legal_line = obs.split("\nLast answer rejected:")[0].split("\nLegal moves: ")
+        assert board == rules.state.render_text()  # type: ignore[attr-defined]
+        texts = re.findall(r"move\([^)]*\)", legal_line)
+        assert ", ".join(texts) == legal_line
+        listed = [parse_move(text) for text in texts]
+        accepted = [m for m in candidates if rules.check(m) is None]  # type: ignore[attr-defined]
+        assert sorted(map(str, listed)) == sorted(map(str, accepted)) and len(set(listed)) == len(listed)
+        assert (mode == "slide") == any(m.cells > 1 for m in accepted)  # type: ignore[union-attr]
+        if turn % 3 == 2:  # an illegal answer: the same list, then the rejection line
+            obs = env.step("ACTION: move(Z, up)")[0]
+            assert obs.startswith(f"{board}\nLegal moves: {legal_line}\nLast answer rejected: ")
+        obs = env.step(f"ACTION: {rng.choice(listed).text()}")[0]  # type: ignore[union-attr]
+        assert "Last answer rejected" not in obs  # every listed move is played
+    with pytest.raises(InputError, match="unknown renderer 'cells' \\(known: grid, legal\\)"):
+        RushHourEnv(render="cells")
+
+
+def test_the_config_takes_the_legal_renderer_for_rush_hour_only() -> None:
+    from milepost.config import EnvConfig
+
+    assert RushHourEnv(**EnvConfig(name="rushhour", size=6, render="legal").env_kwargs()).reset(seed=1)[0].count(
+        "Legal moves: move("
+    ) == 1
+    with pytest.raises(ValueError, match="'legal' is not one of"):
+        EnvConfig(name="sudoku", size=4, render="legal")
+    with pytest.raises(ValueError, match="'candidates' is not one of grid, legal for rushhour"):
+        EnvConfig(name="rushhour", size=6, render="candidates")
+
+
 def test_parse_move_forms() -> None:
     assert parse_move("move(C, down)") == Move("C", "down", 1)
     assert parse_move("MOVE( c ,Down , 3 )") == Move("C", "down", 3)
