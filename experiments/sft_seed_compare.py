@@ -4,7 +4,8 @@ training seed's luck?
 ``experiments.sft_starts`` writes one evaluation folder per episode evaluation (``eval-STEP/episodes.jsonl``); a
 single run compares two answer styles on one training seed, with intervals over the test tasks only. This script
 reads one folder per arm and seed (the same test tasks in every folder) and reports, per arm, each seed's avg@n
-(each test task's success rate over its samples, averaged over the tasks) and episode step accuracy, their mean
+(each test task's success rate over its samples, averaged over the tasks), episode step accuracy and the share of
+turns whose answer the environment rejected (an illegal action or an unparsable answer), their mean
 with a 95% t-interval across seeds (``milepost.evaluation.seeds.mean_interval``); and the difference of each arm
 from the first: over seeds (a t-interval of the paired per-seed differences) and by test task (a bootstrap over
 the tasks of the per-task difference averaged over the seeds, the training seeds held fixed). A plot draws every
@@ -49,6 +50,14 @@ def step_accuracy(episodes: list[Any]) -> float:
     return correct / attempted if attempted else 0.0
 
 
+def rejected_share(episodes: list[Any]) -> float:
+    """The share of turns whose answer the environment rejected (an illegal action or an unparsable answer)."""
+    from milepost.evaluation.failures import is_infra_failure
+
+    turns = [t for ep in episodes if not is_infra_failure(ep) for t in ep.turns]
+    return sum(t.error is not None for t in turns) / len(turns) if turns else 0.0
+
+
 def compare(runs: dict[str, dict[int, list[Any]]]) -> dict[str, Any]:
     """``runs[arm][seed]`` = that seed's episodes. Per arm and seed: avg@n and step accuracy; per arm: means with
     t-intervals; per arm after the first: the paired difference over the seeds both arms have, and by test task.
@@ -79,6 +88,7 @@ def compare(runs: dict[str, dict[int, list[Any]]]) -> dict[str, Any]:
             seeds[seed] = {
                 "avg": sum(by_task.values()) / len(by_task),
                 "step_accuracy": step_accuracy(eps),
+                "rejected": rejected_share(eps),
                 "episodes": len(eps),
             }
         out["arms"][arm] = {
@@ -106,8 +116,11 @@ def compare(runs: dict[str, dict[int, list[Any]]]) -> dict[str, Any]:
     return out
 
 
-def _ci(x: tuple[float, float, float], signed: bool = False) -> str:
+def _ci(x: tuple[float, float, float], signed: bool = False, seeds: int = 2) -> str:
+    """A mean and its interval in %; with one seed there is no interval over seeds, and the cell says so."""
     f = "{:+.1f}" if signed else "{:.1f}"
+    if seeds < 2:
+        return f"{f.format(100 * x[0])} (one seed)"
     return f"{f.format(100 * x[0])} [{f.format(100 * x[1])}, {f.format(100 * x[2])}]"
 
 
@@ -121,6 +134,7 @@ def render(res: dict[str, Any]) -> str:
         "avg@n mean [95% t]",
         "step acc. per seed (%)",
         "step acc. mean [95% t]",
+        "rejected turns per seed (%)",
     ]
     lines = [md_row(head), md_rule(len(head))]
     for arm, a in res["arms"].items():
@@ -131,9 +145,10 @@ def render(res: dict[str, Any]) -> str:
                     arm,
                     ", ".join(str(s) for s in seeds),
                     " / ".join(f"{100 * s['avg']:.1f}" for s in seeds.values()),
-                    _ci(a["avg"]),
+                    _ci(a["avg"], seeds=len(seeds)),
                     " / ".join(f"{100 * s['step_accuracy']:.1f}" for s in seeds.values()),
-                    _ci(a["step_accuracy"]),
+                    _ci(a["step_accuracy"], seeds=len(seeds)),
+                    " / ".join(f"{100 * s['rejected']:.1f}" for s in seeds.values()),
                 ]
             )
         )
@@ -146,9 +161,9 @@ def render(res: dict[str, Any]) -> str:
                 [
                     arm,
                     ", ".join(str(s) for s in d["seeds"]),
-                    _ci(d["avg_over_seeds"], True),
+                    _ci(d["avg_over_seeds"], True, len(d["seeds"])),
                     _ci(d["avg_by_task"], True),
-                    _ci(d["step_accuracy_over_seeds"], True),
+                    _ci(d["step_accuracy_over_seeds"], True, len(d["seeds"])),
                 ]
             )
         )

@@ -44,6 +44,19 @@ def test_means_and_paired_differences_over_seeds() -> None:
     assert d["avg_by_task"][0] == pytest.approx(0.5)
     assert d["avg_by_task"][1] < 0.5 < d["avg_by_task"][2]
     assert d["step_accuracy_over_seeds"][0] == pytest.approx(0.5)
+    assert [s["rejected"] for s in res["arms"]["plan"]["seeds"].values()] == [0.0, 0.0]
+
+
+def test_the_rejected_share_counts_turns_with_an_error() -> None:
+    import dataclasses
+
+    from experiments.sft_seed_compare import rejected_share
+
+    eps = _run({"a": [True, False]}, attempted=4)  # 8 turns
+    eps[0].turns[1] = dataclasses.replace(eps[0].turns[1], error="B cannot move up")
+    eps[1].turns[3] = dataclasses.replace(eps[1].turns[3], error="cannot parse action", n_requested=0)
+    assert rejected_share(eps) == pytest.approx(2 / 8)
+    assert rejected_share([]) == 0.0
 
 
 def test_folders_with_other_test_tasks_or_no_shared_seed_are_refused() -> None:
