@@ -377,8 +377,8 @@ def check_prompts(cfg: Any, backend: Any, prompts: PromptMaker, tasks: list[Any]
         if list(real) != prompts.ids(state, state.why_illegal(move)):
             raise SystemExit(f"sft_starts: the rejection prompt of {task.task_id} differs from the environment's")
     log(
-        f"prompt check ({cfg.env.action_mode}, render {cfg.env.render}): {len(tasks)} start and {len(tasks)} rejection prompts equal the "
-        "agent loop's"
+        f"prompt check ({cfg.env.action_mode}, render {cfg.env.render}): {len(tasks)} start and {len(tasks)} "
+        "rejection prompts equal the agent loop's"
     )
 
 

@@ -10,7 +10,7 @@ from milepost.envs.actions import ActionMode
 from milepost.envs.base import TextEnv
 from milepost.envs.levels import get_level, level_of
 from milepost.envs.rushhour.generator import GENERATOR_VERSION, generate_puzzle
-from milepost.envs.rushhour.rules import RENDERERS, RushHourRules
+from milepost.envs.rushhour.rules import RushHourRules, check_renderer
 from milepost.envs.rushhour.solver import Cluster, solve_board
 from milepost.envs.rushhour.state import Move, RushHourState
 from milepost.errors import InputError
@@ -112,8 +112,7 @@ class RushHourEnv(TextEnv[RushHourState, Move]):
     ) -> None:
         if size != 6:
             raise InputError(f"rushhour: the board is 6x6, not {size}x{size}")
-        if render not in RENDERERS:
-            raise InputError(f"rushhour: unknown renderer {render!r} (known: {', '.join(RENDERERS)})")
+        check_renderer(render)
         if max_steps is None:
             max_steps = ATOMIC_BUDGET if action_mode == "atomic" else MACRO_BUDGET
         try:

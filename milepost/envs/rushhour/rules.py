@@ -26,6 +26,12 @@ RENDERERS = ("grid", "legal")
 the way ALFWorld and ScienceWorld list admissible commands)."""
 
 
+def check_renderer(render: str) -> None:
+    """Raise ``InputError`` naming the known renderers when ``render`` is not one of them."""
+    if render not in RENDERERS:
+        raise InputError(f"rushhour: unknown renderer {render!r} (known: {', '.join(RENDERERS)})")
+
+
 def render_observation(state: RushHourState, feedback: str | None, *, style: str = "grid", slide: bool = False) -> str:
     """The observation text of ``state``: the grid; with ``style`` ``legal`` a ``Legal moves:`` line in
     ``legal_actions`` order (one-cell moves, or every slide in slide mode); then the rejection line when
@@ -135,8 +141,7 @@ class RushHourRules:
     """
 
     def __init__(self, task: Task, *, action_mode: ActionMode, render: str = "grid") -> None:
-        if render not in RENDERERS:
-            raise InputError(f"rushhour: unknown renderer {render!r} (known: {', '.join(RENDERERS)})")
+        check_renderer(render)
         board = task_board(task)
         try:
             cluster = solve_board(board)

@@ -243,9 +243,12 @@ def test_the_legal_renderer_lists_exactly_the_moves_the_env_accepts(task7: Task,
 def test_the_config_takes_the_legal_renderer_for_rush_hour_only() -> None:
     from milepost.config import EnvConfig
 
-    assert RushHourEnv(**EnvConfig(name="rushhour", size=6, render="legal").env_kwargs()).reset(seed=1)[0].count(
-        "Legal moves: move("
-    ) == 1
+    assert (
+        RushHourEnv(**EnvConfig(name="rushhour", size=6, render="legal").env_kwargs())
+        .reset(seed=1)[0]
+        .count("Legal moves: move(")
+        == 1
+    )
     with pytest.raises(ValueError, match="'legal' is not one of"):
         EnvConfig(name="sudoku", size=4, render="legal")
     with pytest.raises(ValueError, match="'candidates' is not one of grid, legal for rushhour"):
