@@ -33,7 +33,6 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 
 from experiments.plan_check import parse_plan, replay
 from experiments.report_files import pct
+from milepost.agent.best_of import sample_seed
 
 CHECKS = ("plan", "action")
 
@@ -64,11 +64,6 @@ def plan_score(state: Any, text: str, check: str = "plan") -> tuple[int, int]:
         if legal and solves:
             return (2, -sum(m.cells for m in plan))
     return (1, 0)
-
-
-def sample_seed(turn_seed: int, j: int) -> int:
-    """Sample ``j``'s seed in a turn: the plain agent's own seed for sample 0, a stable draw from it otherwise."""
-    return turn_seed if j == 0 else random.Random(f"{turn_seed}:{j}").randrange(2**31)
 
 
 def turn_key(record: dict[str, Any]) -> tuple[str, int, int]:

@@ -23,6 +23,7 @@ from milepost.types import Completion
 # illegal(rules, rng) -> str, wrong(rules, rng) -> str | None, random_legal(rules, rng) -> str | None,
 # malformed(rng) -> str.
 MOVES: Registry[ModuleType] = Registry("scripted move source")
+SCRIPTED = ("oracle", "noisy-oracle", "random")  # the policy kinds played by a script, not a model
 
 
 def _register_moves() -> None:
@@ -82,7 +83,7 @@ class ScriptedPolicy:
         prompt_encoder: Callable[[list[dict[str, str]]], list[int]] | None = None,
         style: dict[str, Any] | None = None,
     ) -> None:
-        if kind not in ("oracle", "noisy-oracle", "random"):
+        if kind not in SCRIPTED:
             raise InputError(f"unknown scripted policy {kind!r} (known: oracle, noisy-oracle, random)")
         if not 0.0 <= p <= 1.0:
             raise InputError(f"noisy-oracle: P must be in [0, 1], got {p}")

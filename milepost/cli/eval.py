@@ -64,6 +64,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Rush Hour with slide moves (compressed horizon)",
     )
     p.add_argument(
+        "--best-of",
+        type=int,
+        default=1,
+        metavar="K",
+        help="sample K answers per turn and play the first the environment would accept (format, action count, "
+        "legality): inference with the game's rules in the loop, reported as such; K generations per turn "
+        "(default 1: the plain policy)",
+    )
+    p.add_argument(
         "--probe",
         choices=("knowledge",),
         default=None,
@@ -154,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         judge_every=args.judge_every,
         http=HTTPOptions(args.timeout, args.max_retries, args.backoff_base, args.backoff_max),
         single_turn=args.single_turn,
+        best_of=args.best_of,
     )
     if args.probe is not None:
         return _probe(spec, args)

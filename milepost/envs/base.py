@@ -239,6 +239,27 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
         info = self._info(terms, applied, len(pieces) if terms["format"] == 0 else 0, error, correct, new)
         return obs, reward, terminated, truncated, info
 
+    def answer_error(self, text: str) -> str | None:
+        """The rejection ``step(text)`` would give now, or None; nothing changes. It checks the answer's format,
+        its action count and the first action's legality: exact when the mode takes one action per step, while
+        in the macro modes an action after the first is checked only when it is played (its legality depends on
+        the first being applied)."""
+        rules = self.rules
+        if rules is None:
+            raise RuntimeError("call reset() first")
+        pieces = split_actions(action_segment(text if isinstance(text, str) else ""))
+        error = self.action_mode.count_error(len(pieces))
+        if error is not None:
+            return error
+        parsed = []
+        for piece in pieces:
+            act = rules.parse(piece)
+            if act is None:
+                return f"cannot parse action {printable(piece[:60])!r}"
+            parsed.append(act)
+        why = rules.check(parsed[0])
+        return None if why is None else printable(why)
+
     def render(self) -> str | None:
         if self.render_mode == "ansi":
             return self._last_obs or (self.rules.render(None) if self.rules else "")

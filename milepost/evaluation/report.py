@@ -178,6 +178,15 @@ def render_report(
             if meta.get("single_turn")
             else []
         ),
+        *(
+            [
+                f"Best of {meta['best_of']} (`--best-of`): each turn {meta['best_of']} answers were sampled and the "
+                "first the environment would accept was played: inference with the game's rules in the loop, not "
+                "the model alone."
+            ]
+            if meta.get("best_of", 1) > 1
+            else []
+        ),
         "",
         *infra_paragraph(meta.get("infra_failures") or {}, levels),
         *([note, ""] if note else []),

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from milepost.agent.loop import Agent, AgentSettings, BackendPolicy, Job, run_episodes
 from milepost.backends.base import Backend, HTTPOptions, make_backend, parse_policy_spec, policy_forms
-from milepost.backends.scripted import MOVES, scripted_policy
+from milepost.backends.scripted import MOVES, SCRIPTED, scripted_policy
 from milepost.datasets import load_tasks
 from milepost.envs import make_env
 from milepost.envs.levels import levels_for, parse_levels
@@ -74,6 +74,9 @@ class EvalSpec:
     """openai backends (policy, planner, judge): timeout, retries, backoff; not part of the run's identity"""
     single_turn: bool = False
     """the short-horizon proxy (``evaluation.proxy``): Sudoku in one answer, Rush Hour with slide moves"""
+    best_of: int = 1
+    """sample this many answers per turn and play the first the environment would accept (``agent.best_of``;
+    inference with the rules in the loop, not the model alone); 1 = the plain policy"""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -92,6 +95,10 @@ class EvalSpec:
             raise InputError("--judge-every needs --agent sgo and a --judge backend")
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
+        if self.best_of < 1:
+            raise InputError(f"--best-of must be >= 1, got {self.best_of}")
+        if self.best_of > 1 and parse_policy_spec(self.policy).kind in SCRIPTED:
+            raise InputError(f"--best-of needs a model policy, not {self.policy!r}")
         if self.single_turn:
             if self.agent != "plain":
                 raise InputError("--single-turn needs the plain agent")
@@ -109,6 +116,8 @@ class EvalSpec:
             data.pop("single_turn")  # run folders written before the proxy existed still resume
         if not self.judge_every:
             data.pop("judge_every")  # likewise SGO runs from before progress judging
+        if self.best_of == 1:
+            data.pop("best_of")  # and plain runs from before best-of-k
         return data
 
 
@@ -160,9 +169,14 @@ def select_tasks(spec: EvalSpec) -> list[Task]:
 
 def build_policy(spec: EvalSpec) -> Any:
     parsed = parse_policy_spec(spec.policy)
-    if parsed.kind in ("oracle", "noisy-oracle", "random"):
+    if parsed.kind in SCRIPTED:
         return scripted_policy(parsed)
-    return BackendPolicy(make_backend(parsed, **spec.http.options_for(parsed)), spec.settings)
+    backend = make_backend(parsed, **spec.http.options_for(parsed))
+    if spec.best_of > 1:
+        from milepost.agent.best_of import LegalBestOf
+
+        return LegalBestOf(backend, spec.settings, spec.best_of)
+    return BackendPolicy(backend, spec.settings)
 
 
 def build_agent(spec: EvalSpec, policy: Any) -> Agent | None:

@@ -1,0 +1,65 @@
+"""Best-of-k answers kept by the environment's own rules: a policy that samples ``k`` answers per turn and plays
+the first one the environment would accept (``TextEnv.answer_error``: the format, the action count and the
+action's legality), or the first sample when none would be.
+
+This is inference with the game's rules in the loop (the "admissible actions" filter of text-game agents), not a
+better model: a report of it says so next to the plain agent's numbers. Sample 0 of each turn uses the plain
+agent's seed (``BackendPolicy``), so ``k = 1`` plays exactly the plain episodes, and for any ``k`` a turn whose
+first sample is accepted plays what the plain agent would. The cost is ``k`` generations per turn; ``stats``
+counts what this process generated and kept.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from milepost.agent.loop import AgentSettings, LiveEpisode
+from milepost.backends.base import Backend, GenerationRequest
+from milepost.types import Completion
+
+
+def sample_seed(turn_seed: int, j: int) -> int:
+    """Sample ``j``'s seed in a turn: the plain agent's own seed for sample 0, a stable draw from it otherwise."""
+    return turn_seed if j == 0 else random.Random(f"{turn_seed}:{j}").randrange(2**31)
+
+
+class LegalBestOf:
+    """A model backend as a policy that keeps, each turn, the first of ``k`` sampled answers the environment would
+    accept.
+
+    ``stats``: turns played, turns whose kept answer the environment accepts, accepted samples, generated tokens.
+    """
+
+    def __init__(self, backend: Backend, settings: AgentSettings, k: int) -> None:
+        if k < 1:
+            raise ValueError(f"best-of k must be >= 1, got {k}")
+        self.backend = backend
+        self.settings = settings
+        self.k = k
+        self.name = f"{backend.name}+best-of-{k}"
+        self.scripted = False
+        self.stats = {"turns": 0, "kept_accepted": 0, "accepted_samples": 0, "tokens": 0}
+
+    def act(self, episodes: Sequence[LiveEpisode]) -> list[Completion]:
+        requests = []
+        for ep in episodes:
+            turn_seed = ep.seed * 1_000 + len(ep.turns)  # BackendPolicy's per-turn seed
+            messages = ep.messages()
+            requests += [
+                GenerationRequest(messages=messages, params=self.settings.sampling(sample_seed(turn_seed, j)))
+                for j in range(self.k)
+            ]
+        outs = self.backend.generate(requests)
+        kept = []
+        for i, ep in enumerate(episodes):
+            cands = outs[i * self.k : (i + 1) * self.k]
+            env: Any = getattr(ep.env, "unwrapped", ep.env)
+            accepted = [j for j, c in enumerate(cands) if c.error is None and env.answer_error(c.text) is None]
+            kept.append(cands[accepted[0] if accepted else 0])
+            self.stats["turns"] += 1
+            self.stats["kept_accepted"] += bool(accepted)
+            self.stats["accepted_samples"] += len(accepted)
+            self.stats["tokens"] += sum(len(c.completion_ids) for c in cands)
+        return kept

@@ -1,0 +1,193 @@
+"""TextEnv.answer_error and milepost.agent.best_of: best-of-k answers kept by the environment's own rules."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from milepost.agent.best_of import LegalBestOf, sample_seed
+from milepost.agent.loop import AgentSettings, BackendPolicy, Job, run_episodes
+from milepost.backends.base import GenerationRequest
+from milepost.envs.rushhour.env import RushHourEnv
+from milepost.envs.rushhour.rules import oracle_move
+from milepost.envs.sudoku import SudokuEnv
+from milepost.types import Completion
+from tests.planning.fakes import rush_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+MOVE_TEXT = st.builds(
+    lambda v, d, n: f"ACTION: move({v}, {d}{n})",
+    st.sampled_from("ABCDEFGHZ"),
+    st.sampled_from(["up", "down", "left", "right"]),
+    st.sampled_from(["", ", 1", ", 2", ", 3"]),
+)
+ANSWERS = st.one_of(MOVE_TEXT, st.text(max_size=30), st.builds(lambda a, b: f"ACTION: {a}; {b}", MOVE_TEXT, MOVE_TEXT))
+
+
+@pytest.mark.parametrize("mode", ["atomic", "slide"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=ANSWERS)
+def test_answer_error_is_the_rejection_step_gives_and_changes_nothing(mode: str, text: str) -> None:
+    env = RushHourEnv(action_mode=mode)
+    env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    before = (env.state.key, env.steps, env.completed)
+    error = env.answer_error(text)
+    assert (env.state.key, env.steps, env.completed) == before
+    assert env.step(text)[4]["error"] == error
+
+
+def test_answer_error_on_sudoku_and_its_limit_in_the_macro_modes() -> None:
+    env = SudokuEnv(size=4)
+    env.reset(seed=3)
+    texts = [f"ACTION: value({d}, r{r}c{c})" for d in (1, 2, 3, 4, 9) for r in (1, 2, 3, 4) for c in (1, 2, 3, 4)]
+    errors = []
+    for text in [*texts, "no action", "ACTION: x", "ACTION: value(1, r1c1); value(2, r1c2)"]:
+        errors.append(env.answer_error(text))
+        probe = SudokuEnv(size=4)
+        probe.reset(seed=3)
+        assert probe.step(text)[4]["error"] == errors[-1]
+    assert None in errors and len({e for e in errors if e}) > 3  # accepted and several kinds of rejection
+    # Flexible mode: the second action's legality depends on the first being applied, so only play shows it.
+    flex = RushHourEnv(action_mode="flexible")
+    flex.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    first = flex.state.legal_actions()[0]
+    text = f"ACTION: {first.text()}; move(Z, up)"
+    assert flex.answer_error(text) is None and flex.step(text)[4]["error"] is not None
+    with pytest.raises(RuntimeError, match="reset"):
+        RushHourEnv().answer_error("ACTION: move(A, right)")
+
+
+class IndexBackend:
+    """Unit-test fixture: answers the i-th request of each call with ``texts[i % len(texts)]`` and i + 1 tokens."""
+
+    name = "index"
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.requests: list[GenerationRequest] = []
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        self.requests += requests
+        return [
+            Completion([1], [2] * (i + 1), [0.0] * (i + 1), self.texts[i % len(self.texts)], "stop")
+            for i in range(len(requests))
+        ]
+
+
+def _live(env: Any, seed: int = 7) -> Any:
+    return SimpleNamespace(env=env, seed=seed, turns=[], messages=lambda: [{"role": "user", "content": "x"}])
+
+
+def test_the_first_accepted_sample_is_kept_and_sample_0_has_the_plain_seed() -> None:
+    env = RushHourEnv()
+    env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    good = f"REASON: r. ACTION: {oracle_move(env.rules).text()}"  # type: ignore[arg-type, union-attr]
+    other = f"REASON: r. ACTION: {env.state.legal_actions()[-1].text()}"
+    texts = ["I do not know.", "REASON: r. ACTION: move(Z, up)", good, other]
+    backend = IndexBackend(texts)
+    policy = LegalBestOf(backend, AgentSettings(), k=4)  # type: ignore[arg-type]
+    kept = policy.act([_live(env), _live(env, seed=8)])
+    assert [c.text for c in kept] == [good, good]
+    assert [r.params.seed for r in backend.requests[:4]] == [sample_seed(7_000, j) for j in range(4)]
+    assert backend.requests[0].params.seed == 7_000  # BackendPolicy's seed for turn 0 of episode seed 7
+    assert len({r.params.seed for r in backend.requests[:4]}) == 4
+    assert policy.stats == {"turns": 2, "kept_accepted": 2, "accepted_samples": 4, "tokens": sum(range(1, 9))}
+    # None accepted: sample 0 is played (and the environment rejects it as the plain agent's would be).
+    none = LegalBestOf(IndexBackend(texts[:2]), AgentSettings(), k=2)  # type: ignore[arg-type]
+    assert none.act([_live(env)])[0].text == texts[0]
+    assert none.stats["kept_accepted"] == 0
+    with pytest.raises(ValueError, match=">= 1"):
+        LegalBestOf(backend, AgentSettings(), k=0)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def rush_model() -> Any:
+    import torch
+
+    from milepost.backends.hf import HFBackend
+
+    torch.set_num_threads(1)
+    with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+        return HFBackend(ROOT / "checkpoints" / "rushhour-sft-d4slide3")
+
+
+def test_k_1_plays_the_plain_agents_episodes_and_k_4_plays_fewer_rejected_turns(rush_model: Any) -> None:
+    """With a real tiny model: best of 1 is the plain policy token for token; best of 4 is rejected less."""
+    tasks = rush_tasks(4, 6, 3)
+    jobs = [Job(t, s) for t in tasks for s in range(2)]
+    agent_settings = AgentSettings(temperature=0.8, max_new_tokens=32)
+
+    def play(policy: Any) -> list[Any]:
+        return run_episodes(lambda: RushHourEnv(max_steps=8), jobs, policy, agent_settings, seed=1, progress=False)
+
+    plain = play(BackendPolicy(rush_model, agent_settings))
+    one = play(LegalBestOf(rush_model, agent_settings, k=1))
+    assert [[t.completion_ids for t in ep.turns] for ep in one] == [
+        [t.completion_ids for t in ep.turns] for ep in plain
+    ]
+    four = LegalBestOf(rush_model, agent_settings, k=4)
+    best = play(four)
+
+    def rejected(eps: list[Any]) -> float:
+        turns = [t for ep in eps for t in ep.turns]
+        return sum(t.error is not None for t in turns) / len(turns)
+
+    assert four.stats["turns"] == sum(len(ep.turns) for ep in best)
+    assert rejected(best) == pytest.approx(1 - four.stats["kept_accepted"] / four.stats["turns"])
+    assert rejected(best) < rejected(plain)
+
+
+def test_eval_best_of_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from milepost.cli.main import main
+    from milepost.datasets import write_dataset
+
+    data = write_dataset(tmp_path / "data", {"train": [], "test": rush_tasks(4, 6, 2)}, {"seed": 0})
+    model = ROOT / "checkpoints" / "rushhour-sft-d4slide3"
+    out = tmp_path / "eval"
+    args = ["eval", "--env", "rushhour", "--data", str(data), "--policy", f"hf:{model}", "--n", "1", "--k", "1"]
+    args += ["--out", str(out), "--max-steps", "4", "--best-of", "3", "--no-progress"]
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
+        assert main(args) == 0
+    assert json.loads((out / "run.json").read_text())["best_of"] == 3
+    assert "Best of 3 (`--best-of`)" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert main([*args[:-3], "--best-of", "2", "--no-progress"]) == 2  # a resume must keep K
+    assert "different configuration" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "eval",
+                "--env",
+                "rushhour",
+                "--data",
+                str(data),
+                "--policy",
+                "oracle",
+                "--best-of",
+                "2",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
+    assert "--best-of needs a model policy, not 'oracle'" in capsys.readouterr().err
+    assert main([*args[:-3], "--best-of", "0"]) == 2
+    assert "--best-of must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_a_plain_run_folder_from_before_best_of_resumes() -> None:
+    from milepost.evaluation.runner import EvalSpec
+
+    spec = EvalSpec(env="sudoku", data="d", policy="hf:m")
+    assert "best_of" not in spec.identity()
+    assert EvalSpec(env="sudoku", data="d", policy="hf:m", best_of=2).identity()["best_of"] == 2
