@@ -35,7 +35,7 @@ def test_env_config_chooses_the_shop_renderers(render: str) -> None:
     [
         (["name=sudoku", "render=accessibility"], "env.render: 'accessibility' is not one of grid, cells"),
         (["name=webshop", "render=hints"], "env.render: 'hints' is not one of grid, text, text_rich, accessibility"),
-        (["name=rushhour", "render=text"], "env.render: 'text' is not one of grid for rushhour"),
+        (["name=rushhour", "render=text"], "env.render: 'text' is not one of grid, legal for rushhour"),
     ],
 )
 def test_env_config_refuses_another_environments_renderer(overrides: list[str], message: str) -> None:
