@@ -184,16 +184,7 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
         new: list[int] = []
         correct = 0
         error: str | None = None
-        pieces = split_actions(action_segment(action if isinstance(action, str) else ""))
-        error = self.action_mode.count_error(len(pieces))
-        parsed: list[A] = []
-        if error is None:
-            for piece in pieces:
-                act = rules.parse(piece)
-                if act is None:
-                    error = f"cannot parse action {printable(piece[:60])!r}"
-                    break
-                parsed.append(act)
+        pieces, parsed, error = self._parse(rules, action)
         if error is not None:
             terms["format"] = -1.0
         else:
@@ -247,18 +238,24 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
         rules = self.rules
         if rules is None:
             raise RuntimeError("call reset() first")
+        _, parsed, error = self._parse(rules, text)
+        why = error if error is not None else rules.check(parsed[0])
+        return None if why is None else printable(why)
+
+    def _parse(self, rules: Rules[S, A], text: str) -> tuple[list[str], list[A], str | None]:
+        """The answer's action pieces, their parsed actions and the format error (a wrong action count or an
+        unparsable piece), or None."""
         pieces = split_actions(action_segment(text if isinstance(text, str) else ""))
         error = self.action_mode.count_error(len(pieces))
-        if error is not None:
-            return error
-        parsed = []
-        for piece in pieces:
-            act = rules.parse(piece)
-            if act is None:
-                return f"cannot parse action {printable(piece[:60])!r}"
-            parsed.append(act)
-        why = rules.check(parsed[0])
-        return None if why is None else printable(why)
+        parsed: list[A] = []
+        if error is None:
+            for piece in pieces:
+                act = rules.parse(piece)
+                if act is None:
+                    error = f"cannot parse action {printable(piece[:60])!r}"
+                    break
+                parsed.append(act)
+        return pieces, parsed, error
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
