@@ -40,7 +40,7 @@ from typing import Any
 
 from experiments.plan_check import parse_plan, replay
 from experiments.report_files import pct
-from milepost.agent.best_of import sample_seed
+from milepost.agent.best_of import sample_k
 
 CHECKS = ("plan", "action")
 
@@ -110,20 +110,9 @@ class PlanVerifiedPolicy:
         self.records: list[dict[str, Any]] = []
 
     def act(self, episodes: Sequence[Any]) -> list[Any]:
-        from milepost.backends.base import GenerationRequest
-
-        requests = []
-        for ep in episodes:
-            turn_seed = ep.seed * 1_000 + len(ep.turns)  # BackendPolicy's seed: k = 1 is the plain agent
-            messages = ep.messages()
-            requests += [
-                GenerationRequest(messages=messages, params=self.settings.sampling(sample_seed(turn_seed, j)))
-                for j in range(self.k)
-            ]
-        outs = self.backend.generate(requests)
         kept, new = [], []
-        for i, ep in enumerate(episodes):
-            cands = outs[i * self.k : (i + 1) * self.k]
+        # Sample 0 of each turn is the plain agent's answer: k = 1 is the plain agent.
+        for ep, cands in zip(episodes, sample_k(self.backend, self.settings, episodes, self.k)):
             scores = [plan_score(ep.env.state, c.text, self.check) for c in cands]
             best = max(range(self.k), key=lambda j: (scores[j], -j))
             kept.append(cands[best])

@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from milepost.agent.loop import AgentSettings, LiveEpisode
+from milepost.agent.loop import AgentSettings, LiveEpisode, turn_seed
 from milepost.backends.base import Backend, GenerationRequest
 from milepost.types import Completion
 
@@ -23,6 +23,20 @@ from milepost.types import Completion
 def sample_seed(turn_seed: int, j: int) -> int:
     """Sample ``j``'s seed in a turn: the plain agent's own seed for sample 0, a stable draw from it otherwise."""
     return turn_seed if j == 0 else random.Random(f"{turn_seed}:{j}").randrange(2**31)
+
+
+def sample_k(backend: Backend, settings: AgentSettings, episodes: Sequence[Any], k: int) -> list[list[Completion]]:
+    """``k`` sampled answers to each live episode's prompt, in one batch; sample ``j`` of a turn has
+    ``sample_seed(turn seed, j)``, so sample 0 is what ``BackendPolicy`` would answer."""
+    requests = []
+    for ep in episodes:
+        seed = turn_seed(ep)
+        messages = ep.messages()
+        requests += [
+            GenerationRequest(messages=messages, params=settings.sampling(sample_seed(seed, j))) for j in range(k)
+        ]
+    outs = backend.generate(requests)
+    return [outs[i * k : (i + 1) * k] for i in range(len(episodes))]
 
 
 class LegalBestOf:
@@ -43,18 +57,8 @@ class LegalBestOf:
         self.stats = {"turns": 0, "kept_accepted": 0, "accepted_samples": 0, "tokens": 0}
 
     def act(self, episodes: Sequence[LiveEpisode]) -> list[Completion]:
-        requests = []
-        for ep in episodes:
-            turn_seed = ep.seed * 1_000 + len(ep.turns)  # BackendPolicy's per-turn seed
-            messages = ep.messages()
-            requests += [
-                GenerationRequest(messages=messages, params=self.settings.sampling(sample_seed(turn_seed, j)))
-                for j in range(self.k)
-            ]
-        outs = self.backend.generate(requests)
         kept = []
-        for i, ep in enumerate(episodes):
-            cands = outs[i * self.k : (i + 1) * self.k]
+        for ep, cands in zip(episodes, sample_k(self.backend, self.settings, episodes, self.k)):
             env: Any = getattr(ep.env, "unwrapped", ep.env)
             accepted = [j for j, c in enumerate(cands) if c.error is None and env.answer_error(c.text) is None]
             kept.append(cands[accepted[0] if accepted else 0])

@@ -145,10 +145,14 @@ class BackendPolicy:
 
     def act(self, episodes: Sequence[LiveEpisode]) -> list[Completion]:
         requests = [
-            GenerationRequest(messages=ep.messages(), params=self.settings.sampling(ep.seed * 1_000 + len(ep.turns)))
-            for ep in episodes
+            GenerationRequest(messages=ep.messages(), params=self.settings.sampling(turn_seed(ep))) for ep in episodes
         ]
         return self.backend.generate(requests)
+
+
+def turn_seed(ep: LiveEpisode) -> int:
+    """The sampling seed of the episode's next turn: stable in the episode seed and the turn number."""
+    return ep.seed * 1_000 + len(ep.turns)
 
 
 def episode_seed(base_seed: int, job: Job) -> int:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from milepost.agent.loop import AgentSettings, LiveEpisode
+from milepost.agent.loop import AgentSettings, LiveEpisode, turn_seed
 from milepost.agent.prompts import build_messages
 from milepost.backends.base import GenerationRequest
 from milepost.config import RewardWeights
@@ -106,7 +106,7 @@ class ConversationPolicy:
                 self.transcripts[key] = script
             else:
                 script.add(self._observation_ids(script, ep.observation), model=False)
-            params = self.settings.sampling(ep.seed * 1_000 + len(ep.turns))
+            params = self.settings.sampling(turn_seed(ep))  # BackendPolicy's seeds
             requests.append(GenerationRequest(prompt_ids=script.context(), params=params))
         completions = self.backend.generate(requests)
         for ep, completion in zip(episodes, completions, strict=True):

@@ -98,7 +98,8 @@ class SeedBackend:
 
 
 def test_the_policy_keeps_the_shortest_solving_plan_and_sample_0_draws_the_plain_seed(puzzle, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from experiments.plan_verify import PlanVerifiedPolicy, sample_seed, verify_summary
+    from experiments.plan_verify import PlanVerifiedPolicy, verify_summary
+    from milepost.agent.best_of import sample_seed
 
     _, cluster, start = puzzle
     a = _answers(cluster, start)
