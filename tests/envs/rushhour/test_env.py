@@ -274,3 +274,15 @@ def test_arbitrary_text_never_raises_and_errors_change_nothing(task7: Task, text
         if info["error"] is not None and not info["actions"]:
             assert env.state.board() == before
         assert isinstance(reward, float) and not truncated
+
+
+def test_a_non_text_answer_is_no_action_and_a_long_bad_piece_is_quoted_to_60_characters(task7: Task) -> None:
+    env = RushHourEnv()
+    env.reset(options={"task": task7})
+    for answer in (None, 42, b"move(B, left)", ["move(B, left)"]):
+        _, _, _, _, info = env.step(answer)  # type: ignore[arg-type]  # a model server may hand back anything
+        assert info["error"] == "no action given" and info["reward_terms"]["format"] == -1.0, answer
+    piece = "q" * 59 + "XYZ"
+    _, _, _, _, info = env.step(f"ACTION: {piece}")
+    assert info["error"] == f"cannot parse action {piece[:60]!r}"
+    assert env.answer_error(piece) == info["error"]
