@@ -66,3 +66,12 @@ def test_folders_with_other_test_tasks_or_no_shared_seed_are_refused() -> None:
         compare({"move": {0: _run({"a": [True]})}, "plan": {0: _run({"b": [True]})}})
     with pytest.raises(ValueError, match="share no training seed"):
         compare({"move": {0: _run({"a": [True]})}, "plan": {1: _run({"a": [True]})}})
+
+
+def test_one_arm_gives_its_seeds_and_mean_and_no_difference_table() -> None:
+    from experiments.sft_seed_compare import compare, render
+
+    res = compare({"move": {0: _run({"a": [True, False]}), 1: _run({"a": [True, True]})}})
+    assert res["differences"] == {} and res["arms"]["move"]["avg"][0] == pytest.approx(0.75)
+    text = render(res)
+    assert "| move | 0, 1 | 50.0 / 100.0 | 75.0 [" in text and "arm - move" not in text
