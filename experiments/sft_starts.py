@@ -707,6 +707,14 @@ def main() -> None:
         bf16=args.bf16,
         eval=dataclasses.replace(cfg.eval, n=args.n, ks=[1, args.n], limit=args.eval_limit, levels=args.eval_levels),
     )
+    from milepost.prompt_card import card_from_config, write_card
+
+    # The prompt settings the model trains on, copied at --export; trained on slide pools too, it has no one
+    # action mode.
+    card = card_from_config(cfg)
+    if args.slide_per_cluster:
+        del card["action_mode"]
+    write_card(work, card, made_by="experiments/sft_starts.py")
     ckpt = work / "model"
     state: dict[str, Any]
     if (ckpt / "trainer_state.pt").exists() or args.init:
@@ -959,6 +967,12 @@ def export(work: Path, target: Path) -> None:
         "train_cluster_ids": sorted(clusters),
     }
     (tmp / "milepost_train_clusters.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    from milepost.prompt_card import CARD
+
+    if (work / CARD).is_file():  # the prompt settings it was trained with, for `milepost eval`
+        shutil.copyfile(work / CARD, tmp / CARD)
+    else:
+        log(f"{work}: no {CARD} (trained before the card existed): the export has none")
     if target.exists():
         shutil.rmtree(target)
     os.replace(tmp, target)

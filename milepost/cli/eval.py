@@ -38,10 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", required=True, help=policy_help())
     p.add_argument(
         "--agent",
-        default="plain",
+        default=None,
         choices=("plain", "sgo", "subgoal"),
         help="agent kind: plain, sgo (subgoal planning, reflection, validation, replan / skip), or subgoal (the "
-        "milestone-conditioned prompt: one target subgoal)",
+        "milestone-conditioned prompt: one target subgoal); default: the checkpoint's prompt card, else plain",
     )
     p.add_argument(
         "--planner",
@@ -86,20 +86,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="at most this many tasks per level")
     p.add_argument("--out", required=True, help="run folder (episodes.jsonl, metrics.json, report.md, PNG)")
     p.add_argument("--max-steps", type=int, default=None, help="turn budget H_max (env default if omitted)")
-    p.add_argument("--action-mode", default=None, help="atomic | flexible | fixed | slide")
+    p.add_argument(
+        "--action-mode", default=None, help="atomic | flexible | fixed | slide (default: the prompt card's, else env's)"
+    )
     p.add_argument("--macro-k", type=int, default=None)
     p.add_argument("--macro-n", type=int, default=None)
-    p.add_argument("--render", default=None, help="Sudoku renderer: grid | cells | candidates | hints | hints_tail")
+    p.add_argument(
+        "--render",
+        default=None,
+        help="observation renderer (Sudoku: grid | cells | candidates | hints | hints_tail; Rush Hour: grid | legal; "
+        "web shop: text | text_rich | accessibility); default: the prompt card's, else the env's",
+    )
     p.add_argument(
         "--profile",
         choices=("milepost", "webshop"),
         default=None,
         help="web shop: milepost (default) | webshop (princeton-nlp/WebShop's reward, rules and text)",
     )
-    p.add_argument("--memory-k", type=int, default=2, help="K: turns kept in memory")
+    p.add_argument(
+        "--memory-k", type=int, default=None, help="K: turns kept in memory (default: the prompt card's, else 2)"
+    )
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument(
+        "--max-new-tokens", type=int, default=None, help="answer tokens per turn (default: the prompt card's, else 256)"
+    )
     p.add_argument("--batch-size", type=int, default=64, help="episodes advanced together")
     p.add_argument("--seed", type=int, default=0)
     http = HTTPOptions()
@@ -124,10 +135,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def apply_prompt_card(
+    args: argparse.Namespace, defaults: dict[str, Any], env: str | None, keys: tuple[str, ...] | None = None
+) -> None:
+    """Fill the prompt options ``args`` leaves out (None) from the policy checkpoint's ``milepost_prompt.json``,
+    then from ``defaults``; print on stderr what the card supplied and each option set against it.
+
+    ``env``: the environment played (a card for another one supplies nothing); None: the card's own (a suite of
+    several). ``keys``: the card fields this command has options for (default: all but ``env``)."""
+    from milepost.prompt_card import FIELDS, card_folder, read_card, reconcile
+
+    folder = card_folder(args.policy)
+    card = read_card(folder) if folder is not None else None
+    keys = keys if keys is not None else tuple(k for k in FIELDS if k != "env")
+    if card is not None:
+        card = {k: v for k, v in card.items() if k in keys or k == "env"}
+    merged = reconcile(card, {k: getattr(args, k) for k in keys}, env or (card or {}).get("env", ""))
+    for line in merged.messages(args.policy):
+        print(line, file=sys.stderr)
+    for key in keys:
+        setattr(args, key, merged.values.get(key, defaults.get(key)))
+
+
 def run(args: argparse.Namespace) -> int:
     from milepost.agent.loop import AgentSettings
     from milepost.evaluation.runner import EvalSpec, evaluate
 
+    # --single-turn sets its own action mode (the proxy's), so the card does not supply one.
+    keys = ("render", "memory_k", "agent", "max_new_tokens") + (() if args.single_turn else ("action_mode",))
+    apply_prompt_card(args, {"agent": "plain", "memory_k": 2, "max_new_tokens": 256}, args.env, keys)
     env_kwargs: dict[str, Any] = {}
     for key in ("max_steps", "action_mode", "macro_k", "macro_n", "render", "profile"):
         if getattr(args, key) is not None:

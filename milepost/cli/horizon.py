@@ -53,10 +53,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "intervals covered 98-99%% in simulation) or tasks (each drawn task keeps its counts: narrower, covered "
         "86.5-91%%)",
     )
-    p.add_argument("--render", default=None, help="Sudoku parts: grid | cells | candidates | hints | hints_tail")
-    p.add_argument("--memory-k", type=int, default=2, help="K: turns kept in memory")
+    p.add_argument(
+        "--render",
+        default=None,
+        help="Sudoku parts: grid | cells | candidates | hints | hints_tail (default: a Sudoku checkpoint's prompt "
+        "card, else the env's)",
+    )
+    p.add_argument(
+        "--memory-k", type=int, default=None, help="K: turns kept in memory (default: the prompt card's, else 2)"
+    )
     p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument(
+        "--max-new-tokens", type=int, default=None, help="answer tokens per turn (default: the prompt card's, else 256)"
+    )
     p.add_argument("--batch-size", type=int, default=64, help="episodes advanced together")
     p.add_argument("--seed", type=int, default=0)
     http = HTTPOptions()
@@ -83,6 +92,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=run_compare)
 
 
+def _apply_card(args: argparse.Namespace) -> None:
+    """The checkpoint's prompt card for K and the answer cap (every part of the suite), and for the renderer when
+    it was trained on Sudoku (``--render`` sets the Sudoku parts only)."""
+    from milepost.cli.eval import apply_prompt_card
+    from milepost.prompt_card import card_folder, read_card
+
+    folder = card_folder(args.policy)
+    card = read_card(folder) if folder is not None else None
+    keys = ("memory_k", "max_new_tokens") + (("render",) if card and card.get("env") == "sudoku" else ())
+    apply_prompt_card(args, {"memory_k": 2, "max_new_tokens": 256}, None, keys)
+
+
 def run(args: argparse.Namespace) -> int:
     from milepost.agent.loop import AgentSettings
     from milepost.distributed.eval_pool import eval_pool
@@ -96,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.confidence < 1.0:
         raise InputError(f"--confidence must be in (0, 1), got {args.confidence}")
     suite = get_suite(args.suite)
+    _apply_card(args)
     try:
         settings = AgentSettings(
             memory_k=args.memory_k,

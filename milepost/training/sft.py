@@ -41,6 +41,7 @@ from milepost.errors import InputError
 from milepost.evaluation.plots import plot_training_log
 from milepost.io import atomic_write_json, read_jsonl
 from milepost.progress import progress_bar
+from milepost.prompt_card import card_from_config, write_card
 from milepost.tracking import Tracker
 from milepost.training.checkpoint import (
     latest_checkpoint,
@@ -384,4 +385,5 @@ def train_sft(cfg: TrainConfig, out_dir: str | Path, *, resume: bool = False, pr
             model = model.merge_and_unload()
         model.save_pretrained(final)
         tokenizer.save_pretrained(final)
+    write_card(final, card_from_config(cfg), made_by="milepost sft")
     return final

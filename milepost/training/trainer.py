@@ -32,6 +32,7 @@ from milepost.evaluation.plots import plot_training_log
 from milepost.evaluation.runner import EvalSpec, evaluate
 from milepost.io import append_jsonl
 from milepost.progress import progress_bar
+from milepost.prompt_card import card_from_config, write_card
 from milepost.rewards.milestone import segment_ends
 from milepost.rollout import RolloutSource, make_rollout_source, special_ids
 from milepost.tracking import Tracker
@@ -660,10 +661,12 @@ class RLRun:
         final = self.run_dir / "final"
         if self.fsdp is not None:  # FSDP hook: the gathered model, written by rank 0
             self.fsdp.save_final(self.model, self.tokenizer, final)
-            return final
-        with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-            self.model.save_pretrained(final)
-            self.tokenizer.save_pretrained(final)
+        else:
+            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+                self.model.save_pretrained(final)
+                self.tokenizer.save_pretrained(final)
+        if self.main:
+            write_card(final, card_from_config(self.cfg), made_by="milepost train")
         return final
 
 

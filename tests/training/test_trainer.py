@@ -15,6 +15,7 @@ from milepost.envs.sudoku import make_task
 from milepost.envs.sudoku.generator import generate_easy
 from milepost.errors import InputError
 from milepost.io import read_jsonl
+from milepost.prompt_card import card_from_config, read_card
 from milepost.training.config import AgentConfig, EvalConfig, RLConfig, SFTConfig, TrainConfig
 from milepost.training.sft import train_sft
 from milepost.training.trainer import train_rl
@@ -103,6 +104,19 @@ def test_sft_pins_its_first_losses_and_learns(sft_model: Path) -> None:
         print("PINNED", losses[:3])
     assert losses[-1] < losses[0] * 0.7
     assert (sft_model / "config.json").is_file() and (sft_model / "model.safetensors").is_file()
+    # The prompt card: the settings the demonstrations were rendered with, for `milepost eval`.
+    cfg = _cfg(sft_model, sft_model)
+    card = read_card(sft_model)
+    assert card is not None and card["made_by"] == "milepost sft"
+    assert card == {
+        "env": cfg.env.name,
+        "render": cfg.env.render,
+        "action_mode": cfg.env.action_mode,
+        "memory_k": cfg.agent.memory_k,
+        "agent": cfg.agent.agent_kind,
+        "max_new_tokens": cfg.agent.max_new_tokens,
+        "made_by": "milepost sft",
+    }
 
 
 def test_rl_resume_matches_the_uninterrupted_run(
@@ -136,6 +150,7 @@ def test_rl_resume_matches_the_uninterrupted_run(
     resumed = train_rl(cfg, tmp_path / "cut", resume=True, progress=False)
     from safetensors.torch import load_file
 
+    assert read_card(full) == read_card(resumed) == {**card_from_config(cfg), "made_by": "milepost train"}
     a, b = load_file(full / "model.safetensors"), load_file(resumed / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     start = load_file(sft_model / "model.safetensors")
