@@ -2,6 +2,12 @@
 the first one the environment would accept (``TextEnv.answer_error``: the format, the action count and the
 action's legality), or the first sample when none would be.
 
+With ``avoid_revisits`` the kept answer is the first accepted one whose next state the episode has not been in
+(``TextEnv.answer_successor`` against the states seen so far, ``TextEnv.state_key``), else the first accepted one:
+a loop check for a policy that has no memory of its own moves (a Markov policy that steps back and forth between
+two boards until the turn budget runs out, the failure that holds most of the Rush Hour starts' actions:
+experiments/results/rushhour_step_accuracy_split_legal.md). Games without state keys play as without it.
+
 This is inference with the game's rules in the loop (the "admissible actions" filter of text-game agents), not a
 better model: a report of it says so next to the plain agent's numbers. Sample 0 of each turn uses the plain
 agent's seed (``BackendPolicy``), so ``k = 1`` plays exactly the plain episodes, and for any ``k`` a turn whose
@@ -43,27 +49,51 @@ class LegalBestOf:
     """A model backend as a policy that keeps, each turn, the first of ``k`` sampled answers the environment would
     accept.
 
-    ``stats``: turns played, turns whose kept answer the environment accepts, accepted samples, generated tokens.
+    ``avoid_revisits``: among the accepted answers prefer the first that leads to a state the episode has not
+    been in. ``stats``: turns played, turns whose kept answer the environment accepts, accepted samples, generated
+    tokens; with ``avoid_revisits`` also ``revisits_avoided`` (turns where the first accepted answer led back and
+    another did not) and ``revisits_kept`` (turns where every accepted answer led back).
     """
 
-    def __init__(self, backend: Backend, settings: AgentSettings, k: int) -> None:
+    def __init__(self, backend: Backend, settings: AgentSettings, k: int, *, avoid_revisits: bool = False) -> None:
         if k < 1:
             raise ValueError(f"best-of k must be >= 1, got {k}")
         self.backend = backend
         self.settings = settings
         self.k = k
-        self.name = f"{backend.name}+best-of-{k}"
+        self.avoid_revisits = avoid_revisits
+        self.name = f"{backend.name}+best-of-{k}" + ("-new-states" if avoid_revisits else "")
         self.scripted = False
         self.stats = {"turns": 0, "kept_accepted": 0, "accepted_samples": 0, "tokens": 0}
+        if avoid_revisits:
+            self.stats |= {"revisits_avoided": 0, "revisits_kept": 0}
 
     def act(self, episodes: Sequence[LiveEpisode]) -> list[Completion]:
         kept = []
         for ep, cands in zip(episodes, sample_k(self.backend, self.settings, episodes, self.k)):
             env: Any = getattr(ep.env, "unwrapped", ep.env)
             accepted = [j for j, c in enumerate(cands) if c.error is None and env.answer_error(c.text) is None]
-            kept.append(cands[accepted[0] if accepted else 0])
+            choice = accepted[0] if accepted else 0
+            if self.avoid_revisits and accepted:
+                choice = self._first_new(ep, env, [cands[j].text for j in accepted], accepted)
+            kept.append(cands[choice])
             self.stats["turns"] += 1
             self.stats["kept_accepted"] += bool(accepted)
             self.stats["accepted_samples"] += len(accepted)
             self.stats["tokens"] += sum(len(c.completion_ids) for c in cands)
         return kept
+
+    def _first_new(self, ep: LiveEpisode, env: Any, texts: list[str], accepted: list[int]) -> int:
+        """The first of ``accepted`` whose answer leads to a state not yet seen in ``ep`` (the first of them when
+        all lead back); the current state joins the seen ones."""
+        seen: set[Any] = ep.policy_state.setdefault("seen_states", set())
+        now = env.state_key()
+        if now is None:
+            return accepted[0]
+        seen.add(now)
+        new = [j for j, text in zip(accepted, texts) if env.answer_successor(text) not in seen]
+        if not new:
+            self.stats["revisits_kept"] += 1
+            return accepted[0]
+        self.stats["revisits_avoided"] += new[0] != accepted[0]
+        return new[0]

@@ -75,6 +75,7 @@ class LiveEpisode:
     plan: str | None = None
     answer_format: str = ANSWER_FORMAT
     agent_state: Any = None  # the agent's per-episode state (SGO: plan, tracker, events), None for plain
+    policy_state: dict[str, Any] = field(default_factory=dict)  # the policy's per-episode notes (best-of: visits)
 
     def messages(self) -> list[dict[str, str]]:
         return build_messages(

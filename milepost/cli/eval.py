@@ -73,6 +73,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(default 1: the plain policy)",
     )
     p.add_argument(
+        "--avoid-revisits",
+        action="store_true",
+        help="with --best-of K: of the accepted answers play the first that leads to a state the episode has not "
+        "been in (a loop check; games with state keys: Rush Hour)",
+    )
+    p.add_argument(
         "--probe",
         choices=("knowledge",),
         default=None,
@@ -200,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
         http=HTTPOptions(args.timeout, args.max_retries, args.backoff_base, args.backoff_max),
         single_turn=args.single_turn,
         best_of=args.best_of,
+        avoid_revisits=args.avoid_revisits,
     )
     if args.probe is not None:
         return _probe(spec, args)

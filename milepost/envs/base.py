@@ -10,7 +10,7 @@ reward terms, latched subgoals, the budget H_max and the terminated / truncated 
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 import gymnasium as gym
@@ -97,6 +97,10 @@ class Rules(Protocol[S, A]):
     def goal_text(self) -> str:
         """What the agent must achieve and how to act (rules and action syntax), for the prompt."""
         ...
+
+    # Optional (``TextEnv.state_key`` / ``answer_successor`` use them where a game defines them, for best-of's
+    # revisit check): ``state_key() -> Hashable``, the current state's identity, and ``successor_key(action) ->
+    # Hashable``, the identity of the state a legal ``action`` leads to, computed without changing the state.
 
 
 class TextEnv(gym.Env[str, str], Generic[S, A]):
@@ -241,6 +245,28 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
         _, parsed, error = self._parse(rules, text)
         why = error if error is not None else rules.check(parsed[0])
         return None if why is None else printable(why)
+
+    def state_key(self) -> Hashable | None:
+        """The current state's identity, or None when the game does not define one (``Rules.state_key``)."""
+        if self.rules is None:
+            raise RuntimeError("call reset() first")
+        key = getattr(self.rules, "state_key", None)
+        return key() if key is not None else None
+
+    def answer_successor(self, text: str) -> Hashable | None:
+        """The identity of the state ``step(text)`` would lead to, or None: the answer would be rejected, holds
+        more than one action (its later actions' effect depends on the first), or the game defines no
+        ``successor_key``. Nothing changes."""
+        rules = self.rules
+        if rules is None:
+            raise RuntimeError("call reset() first")
+        successor = getattr(rules, "successor_key", None)
+        if successor is None:
+            return None
+        _, parsed, error = self._parse(rules, text)
+        if error is not None or len(parsed) != 1 or rules.check(parsed[0]) is not None:
+            return None
+        return successor(parsed[0])
 
     def _parse(self, rules: Rules[S, A], text: str) -> tuple[list[str], list[A], str | None]:
         """The answer's action pieces, their parsed actions and the format error (a wrong action count or an

@@ -181,8 +181,13 @@ def render_report(
         *(
             [
                 f"Best of {meta['best_of']} (`--best-of`): each turn {meta['best_of']} answers were sampled and the "
-                "first the environment would accept was played: inference with the game's rules in the loop, not "
-                "the model alone."
+                "first the environment would accept was played"
+                + (
+                    ", preferring one that leads to a state the episode had not been in (`--avoid-revisits`)"
+                    if meta.get("avoid_revisits")
+                    else ""
+                )
+                + ": inference with the game's rules in the loop, not the model alone."
             ]
             if meta.get("best_of", 1) > 1
             else []

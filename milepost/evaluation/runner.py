@@ -77,6 +77,8 @@ class EvalSpec:
     best_of: int = 1
     """sample this many answers per turn and play the first the environment would accept (``agent.best_of``;
     inference with the rules in the loop, not the model alone); 1 = the plain policy"""
+    avoid_revisits: bool = False
+    """best-of: prefer an accepted answer that leads to a state the episode has not been in (a loop check)"""
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -97,6 +99,8 @@ class EvalSpec:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
         if self.best_of < 1:
             raise InputError(f"--best-of must be >= 1, got {self.best_of}")
+        if self.avoid_revisits and self.best_of < 2:
+            raise InputError("--avoid-revisits chooses among sampled answers: it needs --best-of K with K >= 2")
         if self.best_of > 1 and parse_policy_spec(self.policy).kind in SCRIPTED:
             raise InputError(f"--best-of needs a model policy, not {self.policy!r}")
         if self.single_turn:
@@ -118,6 +122,8 @@ class EvalSpec:
             data.pop("judge_every")  # likewise SGO runs from before progress judging
         if self.best_of == 1:
             data.pop("best_of")  # and plain runs from before best-of-k
+        if not self.avoid_revisits:
+            data.pop("avoid_revisits")  # and best-of runs from before the revisit check
         return data
 
 
@@ -175,7 +181,7 @@ def build_policy(spec: EvalSpec) -> Any:
     if spec.best_of > 1:
         from milepost.agent.best_of import LegalBestOf
 
-        return LegalBestOf(backend, spec.settings, spec.best_of)
+        return LegalBestOf(backend, spec.settings, spec.best_of, avoid_revisits=spec.avoid_revisits)
     return BackendPolicy(backend, spec.settings)
 
 

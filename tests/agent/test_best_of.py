@@ -41,8 +41,14 @@ def test_answer_error_is_the_rejection_step_gives_and_changes_nothing(mode: str,
     env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
     before = (env.state.key, env.steps, env.completed)
     error = env.answer_error(text)
+    successor = env.answer_successor(text)
     assert (env.state.key, env.steps, env.completed) == before
     assert env.step(text)[4]["error"] == error
+    # The successor is the state an accepted answer (one action in these modes) leads to; a rejected one has none.
+    if error is None:
+        assert successor == env.state_key() == env.state.key
+    else:
+        assert successor is None
 
 
 def test_answer_error_on_sudoku_and_its_limit_in_the_macro_modes() -> None:
@@ -61,6 +67,8 @@ def test_answer_error_on_sudoku_and_its_limit_in_the_macro_modes() -> None:
     flex.reset(options={"task": rush_tasks(4, 6, 1)[0]})
     first = flex.state.legal_actions()[0]
     text = f"ACTION: {first.text()}; move(Z, up)"
+    assert flex.answer_successor(text) is None  # two actions: the second's effect depends on the first
+    assert flex.answer_successor(f"ACTION: {first.text()}") is not None
     assert flex.answer_error(text) is None and flex.step(text)[4]["error"] is not None
     with pytest.raises(RuntimeError, match="reset"):
         RushHourEnv().answer_error("ACTION: move(A, right)")
@@ -84,7 +92,9 @@ class IndexBackend:
 
 
 def _live(env: Any, seed: int = 7) -> Any:
-    return SimpleNamespace(env=env, seed=seed, turns=[], messages=lambda: [{"role": "user", "content": "x"}])
+    return SimpleNamespace(
+        env=env, seed=seed, turns=[], messages=lambda: [{"role": "user", "content": "x"}], policy_state={}
+    )
 
 
 def test_the_first_accepted_sample_is_kept_and_sample_0_has_the_plain_seed() -> None:
@@ -107,6 +117,49 @@ def test_the_first_accepted_sample_is_kept_and_sample_0_has_the_plain_seed() -> 
     assert none.stats["kept_accepted"] == 0
     with pytest.raises(ValueError, match=">= 1"):
         LegalBestOf(backend, AgentSettings(), k=0)  # type: ignore[arg-type]
+
+
+OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
+
+
+def test_avoid_revisits_keeps_the_first_accepted_answer_that_leads_somewhere_new() -> None:
+    env = RushHourEnv()
+    env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    ep = _live(env)
+    first = env.state.legal_actions()[0]
+    policy = LegalBestOf(IndexBackend([f"ACTION: {first.text()}"]), AgentSettings(), k=1, avoid_revisits=True)
+    policy.act([ep])  # turn 0: the start joins the seen states
+    start = env.state_key()
+    assert ep.policy_state["seen_states"] == {start}
+    env.step(f"ACTION: {first.text()}")
+    back = f"ACTION: move({first.vehicle}, {OPPOSITE[first.direction]})"
+    assert env.answer_successor(back) == start
+    onward = next(m for m in env.state.legal_actions() if env.answer_successor(f"ACTION: {m.text()}") != start)
+    texts = ["no action", back, f"ACTION: {onward.text()}"]
+    plain = LegalBestOf(IndexBackend(texts), AgentSettings(), k=3)
+    assert [c.text for c in plain.act([_live(env)])] == [back]  # without the check: the first accepted
+    avoiding = LegalBestOf(IndexBackend(texts), AgentSettings(), k=3, avoid_revisits=True)
+    assert [c.text for c in avoiding.act([ep])] == [f"ACTION: {onward.text()}"]  # the same episode: start seen
+    assert avoiding.stats["revisits_avoided"] == 1 and avoiding.stats["revisits_kept"] == 0
+    assert ep.policy_state["seen_states"] == {start, env.state_key()}
+    assert "revisits_avoided" not in plain.stats
+    # Every accepted answer leads back: the first accepted is played, and counted.
+    stuck = LegalBestOf(IndexBackend(["no action", back, back]), AgentSettings(), k=3, avoid_revisits=True)
+    assert [c.text for c in stuck.act([ep])] == [back]
+    assert stuck.stats["revisits_kept"] == 1 and stuck.stats["revisits_avoided"] == 0
+
+
+def test_a_game_without_state_keys_plays_as_plain_best_of() -> None:
+    env = SudokuEnv(size=4)
+    env.reset(seed=3)
+    assert env.state_key() is None and env.answer_successor("ACTION: value(1, r1c1)") is None
+    texts = ["no action", "ACTION: value(9, r1c1)"] + [
+        f"ACTION: value({d}, r{r}c{c})" for d in (1, 2, 3, 4) for r in (1, 2) for c in (1, 2)
+    ]
+    plain = LegalBestOf(IndexBackend(texts), AgentSettings(), k=len(texts)).act([_live(env)])
+    avoiding = LegalBestOf(IndexBackend(texts), AgentSettings(), k=len(texts), avoid_revisits=True)
+    assert [c.text for c in avoiding.act([_live(env)])] == [c.text for c in plain]
+    assert avoiding.stats["revisits_avoided"] == avoiding.stats["revisits_kept"] == 0
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +236,14 @@ def test_eval_best_of_from_the_command_line(tmp_path: Path, capsys: pytest.Captu
     assert "--best-of needs a model policy, not 'oracle'" in capsys.readouterr().err
     assert main([*args[:-3], "--best-of", "0"]) == 2
     assert "--best-of must be >= 1, got 0" in capsys.readouterr().err
+    assert main([*args[:-3], "--avoid-revisits"]) == 2
+    assert "--avoid-revisits chooses among sampled answers: it needs --best-of K" in capsys.readouterr().err
+    again = tmp_path / "again"
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
+        more = ["--out", str(again), "--max-steps", "4", "--best-of", "3", "--avoid-revisits", "--no-progress"]
+        assert main([*args[:-7], *more]) == 0
+    assert json.loads((again / "run.json").read_text())["avoid_revisits"] is True
+    assert "preferring one that leads to a state the episode had not been in" in (again / "report.md").read_text()
 
 
 def test_a_plain_run_folder_from_before_best_of_resumes() -> None:
@@ -191,3 +252,6 @@ def test_a_plain_run_folder_from_before_best_of_resumes() -> None:
     spec = EvalSpec(env="sudoku", data="d", policy="hf:m")
     assert "best_of" not in spec.identity()
     assert EvalSpec(env="sudoku", data="d", policy="hf:m", best_of=2).identity()["best_of"] == 2
+    assert "avoid_revisits" not in EvalSpec(env="sudoku", data="d", policy="hf:m", best_of=2).identity()
+    spec = EvalSpec(env="sudoku", data="d", policy="hf:m", best_of=2, avoid_revisits=True)
+    assert spec.identity()["avoid_revisits"] is True

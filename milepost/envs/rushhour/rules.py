@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 from milepost.envs.actions import ActionMode
-from milepost.envs.rushhour.board import EXIT_ROW, Layout
+from milepost.envs.rushhour.board import BITS, EXIT_ROW, Layout
 from milepost.envs.rushhour.solver import Cluster, optimal_move, solve_board
 from milepost.envs.rushhour.state import Move, RushHourState
 from milepost.errors import InputError
@@ -183,6 +183,16 @@ class RushHourRules:
 
     def is_solved(self) -> bool:
         return self.state.is_solved()
+
+    def state_key(self) -> int:
+        """The packed vehicle positions (``RushHourState.key``): equal keys are equal boards of this task."""
+        return self.state.key
+
+    def successor_key(self, action: Move) -> int:
+        """The key after the legal ``action``, as ``apply`` would leave it (``RushHourState.shift``'s update)."""
+        state = self.state
+        sign = 1 if action.direction in ("down", "right") else -1
+        return state.key + (sign * action.cells << (BITS * state.layout.index_of[action.vehicle]))
 
     def is_dead(self) -> bool:
         return False  # every move can be undone, so a solvable puzzle stays solvable
