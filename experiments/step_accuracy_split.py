@@ -5,7 +5,8 @@ distance-reducing actions per attempted action, an unparsable answer one failed 
 takes a handful of turns; a failed one runs to H_max (30) or spirals to a dead end, so the pooled value weighs
 failures by their length. This script reads the ``episodes.jsonl`` of one or more ``milepost eval`` runs and
 splits the pooled value: its share of actions and its step accuracy in solved and in failed episodes, the
-per-episode mean, and the accuracy of the first turns (the states nearest the puzzle's start), next to avg@n.
+per-episode mean, and the accuracy of the first turns (the states nearest the puzzle's start), next to avg@n;
+for Rush Hour also the share of moves that return to a board the episode had been on (``revisits``: loops).
 
 Usage (each RUN is an eval folder; the label is the folder name)::
 
@@ -15,6 +16,7 @@ Usage (each RUN is an eval folder; the label is the folder name)::
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,38 @@ def split(episodes: list[Any], first_turns: int = FIRST_TURNS) -> dict[str, Any]
     return out
 
 
+def revisits(episodes: list[Any], run: dict[str, Any]) -> dict[str, Any] | None:
+    """Accepted moves into a board the episode had already been on (a loop), found by replaying each episode's
+    answers through the environment of ``run`` (an eval folder's ``run.json``); None for a game other than Rush
+    Hour. The replay must end as the episode did, else the run's data or settings are not the ones played."""
+    if run.get("env") != "rushhour":
+        return None
+    from milepost.datasets import load_tasks
+    from milepost.envs.rushhour.env import RushHourEnv
+
+    tasks = {t.task_id: t for t in load_tasks(run["data"], run.get("split", "test"))}
+    moves = into_seen = 0
+    for ep in episodes:
+        if ep.task_id not in tasks:
+            raise SystemExit(f"step_accuracy_split: task {ep.task_id} is not in {run['data']}")
+        env = RushHourEnv(**run.get("env_kwargs", {}))
+        env.reset(options={"task": tasks[ep.task_id]})
+        seen = {env.state_key()}
+        for turn in ep.turns:
+            before = env.state_key()
+            env.step(turn.text)
+            after = env.state_key()
+            if after != before:
+                moves += 1
+                into_seen += after in seen
+                seen.add(after)
+        if env.state.is_solved() != ep.success:
+            raise SystemExit(
+                f"step_accuracy_split: the replay of {ep.task_id} sample {ep.sample} does not end as played"
+            )
+    return {"moves": moves, "into_seen": into_seen, "share": into_seen / moves if moves else None}
+
+
 def _mean(xs: list[int]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -72,8 +106,8 @@ def render(rows: dict[str, dict[str, Any]]) -> str:
     lines = [
         "| run | episodes | success % | step acc. pooled % | solved: share of actions % / acc. % | "
         f"failed: share of actions % / acc. % | per-episode mean % | first {FIRST_TURNS} turns % | "
-        "turns solved / failed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "turns solved / failed | moves into a seen board % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
         lines.append(
@@ -81,7 +115,8 @@ def render(rows: dict[str, dict[str, Any]]) -> str:
             f"{pct(r['solved']['action_share'])} / {pct(r['solved']['accuracy'])} | "
             f"{pct(r['failed']['action_share'])} / {pct(r['failed']['accuracy'])} | "
             f"{pct(r['per_episode_mean'])} | {pct(r['first_turns']['accuracy'])} | "
-            f"{r['mean_turns_solved'] or 0:.1f} / {r['mean_turns_failed'] or 0:.1f} |"
+            f"{r['mean_turns_solved'] or 0:.1f} / {r['mean_turns_failed'] or 0:.1f} | "
+            f"{pct((r.get('revisits') or {}).get('share'))} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -124,6 +159,7 @@ def main() -> None:
     p.add_argument("--out", default=None, help="also write the table (Markdown), its JSON and a PNG beside it")
     p.add_argument("--reading", default=None, help="a hand-written reading (Markdown file) kept at the report's end")
     args = p.parse_args()
+    from milepost.evaluation.failures import is_infra_failure
     from milepost.training.sft import read_episodes
 
     rows = {}
@@ -131,7 +167,12 @@ def main() -> None:
         f = Path(run) / "episodes.jsonl"
         if not f.is_file():
             raise SystemExit(f"step_accuracy_split: {run}: no episodes.jsonl")
-        rows[Path(run).name] = split(read_episodes([str(f)]))
+        episodes = read_episodes([str(f)])
+        rows[Path(run).name] = split(episodes)
+        run_file = Path(run) / "run.json"
+        if run_file.is_file():
+            kept = [ep for ep in episodes if not is_infra_failure(ep)]
+            rows[Path(run).name]["revisits"] = revisits(kept, json.loads(run_file.read_text(encoding="utf-8")))
     text = render(rows)
     print(text, end="")
     if args.out:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from experiments.step_accuracy_split import render, split
@@ -49,3 +51,32 @@ def test_split_without_solved_episodes_and_without_episodes() -> None:
     assert "| 0.0 / - |" in render({"run": r})  # no action in a solved episode, no accuracy there
     with pytest.raises(SystemExit, match="no episodes"):
         split([])
+
+
+def test_revisits_replays_the_answers_and_counts_moves_into_a_seen_board(tmp_path: Path) -> None:
+    from experiments.step_accuracy_split import revisits
+    from milepost.datasets import write_dataset
+    from milepost.envs.rushhour.env import RushHourEnv
+    from tests.planning.fakes import rush_tasks
+
+    task = rush_tasks(4, 6, 1)[0]
+    data = write_dataset(tmp_path / "d", {"train": [], "test": [task]}, {"seed": 0})
+    env = RushHourEnv()
+    env.reset(options={"task": task})
+    move = env.state.legal_actions()[0]
+    back = move._replace(direction={"up": "down", "down": "up", "left": "right", "right": "left"}[move.direction])
+    # forward, a rejected answer, back to the start, forward again: 3 moves, 2 of them into a board seen before
+    texts = [f"ACTION: {move.text()}", "ACTION: move(Z, up)", f"ACTION: {back.text()}", f"ACTION: {move.text()}"]
+    ep = _episode([0] * len(texts), TerminationReason.BUDGET_EXHAUSTED)
+    ep.task_id = task.task_id
+    for turn, text in zip(ep.turns, texts):
+        turn.text = text
+    run = {"env": "rushhour", "data": str(data), "split": "test", "env_kwargs": {"max_steps": 30}}
+    assert revisits([ep], run) == {"moves": 3, "into_seen": 2, "share": pytest.approx(2 / 3)}
+    assert revisits([ep], {**run, "env": "sudoku"}) is None
+    ep.success = True  # the replay does not solve it: the data or settings are not the ones played
+    with pytest.raises(SystemExit, match="does not end as played"):
+        revisits([ep], run)
+    r = split([ep])
+    r["revisits"] = {"share": 0.25}
+    assert render({"run": r}).rstrip().endswith("| 25.0 |")
