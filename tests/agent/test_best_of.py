@@ -72,6 +72,10 @@ def test_answer_error_on_sudoku_and_its_limit_in_the_macro_modes() -> None:
     assert flex.answer_error(text) is None and flex.step(text)[4]["error"] is not None
     with pytest.raises(RuntimeError, match="reset"):
         RushHourEnv().answer_error("ACTION: move(A, right)")
+    with pytest.raises(RuntimeError, match="reset"):
+        RushHourEnv().answer_successor("ACTION: move(A, right)")
+    with pytest.raises(RuntimeError, match="reset"):
+        RushHourEnv().state_key()
 
 
 class IndexBackend:
