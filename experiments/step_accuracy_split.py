@@ -135,6 +135,8 @@ def plot(rows: dict[str, dict[str, Any]], path: Path) -> None:
         ("failed episodes", lambda r: r["failed"]["accuracy"]),
         (f"first {FIRST_TURNS} turns", lambda r: r["first_turns"]["accuracy"]),
     ]
+    if any(r.get("revisits") for r in rows.values()):  # Rush Hour runs: the loops
+        keys.append(("moves into a seen board", lambda r: (r.get("revisits") or {}).get("share")))
     fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(rows), 4))
     width = 0.8 / len(keys)
     for j, (label, get) in enumerate(keys):
