@@ -15,6 +15,7 @@ settings only; neither has a field for an agent's observation format, hence this
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,6 @@ from milepost.errors import InputError
 from milepost.io import atomic_write_json
 
 CARD = "milepost_prompt.json"
-FIELDS = ("env", "render", "action_mode", "memory_k", "agent", "max_new_tokens")
-"""what a card holds: the environment's name, its renderer and action mode, K, the agent kind, the answer cap"""
 _TYPES: dict[str, type] = {
     "env": str,
     "render": str,
@@ -33,6 +32,8 @@ _TYPES: dict[str, type] = {
     "agent": str,
     "max_new_tokens": int,
 }
+FIELDS = tuple(_TYPES)
+"""what a card holds: the environment's name, its renderer and action mode, K, the agent kind, the answer cap"""
 
 
 def card_from_config(cfg: Any) -> dict[str, Any]:
@@ -94,6 +95,12 @@ def card_folder(policy: str) -> Path | None:
     return folder if folder.is_dir() else None
 
 
+def policy_card(policy: str) -> dict[str, Any] | None:
+    """The card of the local checkpoint a policy spec names (None: no local folder, or a folder without one)."""
+    folder = card_folder(policy)
+    return read_card(folder) if folder is not None else None
+
+
 @dataclass
 class Reconciled:
     """The settings an evaluation uses, with what the card supplied and where the command line differs."""
@@ -118,10 +125,11 @@ class Reconciled:
 def reconcile(card: dict[str, Any] | None, given: dict[str, Any], env: str) -> Reconciled:
     """Merge a checkpoint's card into the command line's settings.
 
-    ``given`` maps each field to the command line's value (None: left out; ``env`` is not in it, it is the
-    ``env`` argument). A card for another environment supplies nothing and is one mismatch; otherwise a field
-    left out takes the card's value, and a field set to another value than the card's is a mismatch (kept: a
-    researcher may mean it, e.g. to measure what memory does to a model trained without it).
+    ``given`` maps each field the command has an option for to the command line's value (None: left out;
+    ``env`` is not in it, it is the ``env`` argument); card fields outside it are ignored. A card for another
+    environment supplies nothing and is one mismatch; otherwise a field left out takes the card's value, and a
+    field set to another value than the card's is a mismatch (kept: a researcher may mean it, e.g. to measure what
+    memory does to a model trained without it).
     """
     values = {k: v for k, v in given.items() if v is not None}
     if card is None:
@@ -129,10 +137,10 @@ def reconcile(card: dict[str, Any] | None, given: dict[str, Any], env: str) -> R
     if card.get("env", env) != env:
         return Reconciled(values, mismatches=[f"it was trained on {card['env']}, evaluated on {env}"])
     out = Reconciled(values)
-    for key in FIELDS:
-        if key == "env" or key not in card:
+    for key in given:
+        if key not in card:
             continue
-        if given.get(key) is None:
+        if given[key] is None:
             out.values[key] = card[key]
             out.from_card.append(key)
         elif given[key] != card[key]:
@@ -142,3 +150,18 @@ def reconcile(card: dict[str, Any] | None, given: dict[str, Any], env: str) -> R
                 "it sees prompts it was not trained on"
             )
     return out
+
+
+def apply_card(
+    args: Any, card: dict[str, Any] | None, defaults: dict[str, Any], env: str | None, keys: tuple[str, ...]
+) -> None:
+    """Fill the options ``keys`` of a command's parsed ``args`` that it left out (None) from ``card``, then from
+    ``defaults``; print on stderr what the card supplied and each option set against it.
+
+    ``env``: the environment played (a card for another one supplies nothing); None: the card's own (a suite of
+    several environments)."""
+    merged = reconcile(card, {k: getattr(args, k) for k in keys}, env or (card or {}).get("env", ""))
+    for line in merged.messages(args.policy):
+        print(line, file=sys.stderr)
+    for key in keys:
+        setattr(args, key, merged.values.get(key, defaults.get(key)))

@@ -75,7 +75,7 @@ class LegalBestOf:
             accepted = [j for j, c in enumerate(cands) if c.error is None and env.answer_error(c.text) is None]
             choice = accepted[0] if accepted else 0
             if self.avoid_revisits and accepted:
-                choice = self._first_new(ep, env, [cands[j].text for j in accepted], accepted)
+                choice = self._first_new(ep, env, cands, accepted)
             kept.append(cands[choice])
             self.stats["turns"] += 1
             self.stats["kept_accepted"] += bool(accepted)
@@ -83,7 +83,7 @@ class LegalBestOf:
             self.stats["tokens"] += sum(len(c.completion_ids) for c in cands)
         return kept
 
-    def _first_new(self, ep: LiveEpisode, env: Any, texts: list[str], accepted: list[int]) -> int:
+    def _first_new(self, ep: LiveEpisode, env: Any, cands: list[Completion], accepted: list[int]) -> int:
         """The first of ``accepted`` whose answer leads to a state not yet seen in ``ep`` (the first of them when
         all lead back); the current state joins the seen ones."""
         seen: set[Any] = ep.policy_state.setdefault("seen_states", set())
@@ -91,7 +91,7 @@ class LegalBestOf:
         if now is None:
             return accepted[0]
         seen.add(now)
-        new = [j for j, text in zip(accepted, texts) if env.answer_successor(text) not in seen]
+        new = [j for j in accepted if env.answer_successor(cands[j].text) not in seen]
         if not new:
             self.stats["revisits_kept"] += 1
             return accepted[0]

@@ -141,35 +141,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def apply_prompt_card(
-    args: argparse.Namespace, defaults: dict[str, Any], env: str | None, keys: tuple[str, ...] | None = None
-) -> None:
-    """Fill the prompt options ``args`` leaves out (None) from the policy checkpoint's ``milepost_prompt.json``,
-    then from ``defaults``; print on stderr what the card supplied and each option set against it.
-
-    ``env``: the environment played (a card for another one supplies nothing); None: the card's own (a suite of
-    several). ``keys``: the card fields this command has options for (default: all but ``env``)."""
-    from milepost.prompt_card import FIELDS, card_folder, read_card, reconcile
-
-    folder = card_folder(args.policy)
-    card = read_card(folder) if folder is not None else None
-    keys = keys if keys is not None else tuple(k for k in FIELDS if k != "env")
-    if card is not None:
-        card = {k: v for k, v in card.items() if k in keys or k == "env"}
-    merged = reconcile(card, {k: getattr(args, k) for k in keys}, env or (card or {}).get("env", ""))
-    for line in merged.messages(args.policy):
-        print(line, file=sys.stderr)
-    for key in keys:
-        setattr(args, key, merged.values.get(key, defaults.get(key)))
-
-
 def run(args: argparse.Namespace) -> int:
     from milepost.agent.loop import AgentSettings
     from milepost.evaluation.runner import EvalSpec, evaluate
+    from milepost.prompt_card import apply_card, policy_card
 
     # --single-turn sets its own action mode (the proxy's), so the card does not supply one.
     keys = ("render", "memory_k", "agent", "max_new_tokens") + (() if args.single_turn else ("action_mode",))
-    apply_prompt_card(args, {"agent": "plain", "memory_k": 2, "max_new_tokens": 256}, args.env, keys)
+    defaults = {"agent": "plain", "memory_k": 2, "max_new_tokens": 256}
+    apply_card(args, policy_card(args.policy), defaults, args.env, keys)
     env_kwargs: dict[str, Any] = {}
     for key in ("max_steps", "action_mode", "macro_k", "macro_n", "render", "profile"):
         if getattr(args, key) is not None:

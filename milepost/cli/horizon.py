@@ -95,13 +95,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _apply_card(args: argparse.Namespace) -> None:
     """The checkpoint's prompt card for K and the answer cap (every part of the suite), and for the renderer when
     it was trained on Sudoku (``--render`` sets the Sudoku parts only)."""
-    from milepost.cli.eval import apply_prompt_card
-    from milepost.prompt_card import card_folder, read_card
+    from milepost.prompt_card import apply_card, policy_card
 
-    folder = card_folder(args.policy)
-    card = read_card(folder) if folder is not None else None
+    card = policy_card(args.policy)
     keys = ("memory_k", "max_new_tokens") + (("render",) if card and card.get("env") == "sudoku" else ())
-    apply_prompt_card(args, {"memory_k": 2, "max_new_tokens": 256}, None, keys)
+    apply_card(args, card, {"memory_k": 2, "max_new_tokens": 256}, None, keys)
 
 
 def run(args: argparse.Namespace) -> int:
