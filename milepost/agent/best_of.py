@@ -12,7 +12,9 @@ This is inference with the game's rules in the loop (the "admissible actions" fi
 better model: a report of it says so next to the plain agent's numbers. Sample 0 of each turn uses the plain
 agent's seed (``BackendPolicy``), so ``k = 1`` plays exactly the plain episodes, and for any ``k`` a turn whose
 first sample is accepted plays what the plain agent would. The cost is ``k`` generations per turn; ``stats``
-counts what this process generated and kept.
+counts what this process generated and kept, and each episode's own counts go into its record
+(``Episode.meta["policy_counts"]``, from ``LiveEpisode.policy_state["counts"]``), so that an evaluation's
+``metrics.json`` sums them over its episodes, resumed or played by workers (``evaluation.runner.best_of_summary``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class LegalBestOf:
     ``avoid_revisits``: among the accepted answers prefer the first that leads to a state the episode has not
     been in. ``stats``: turns played, turns whose kept answer the environment accepts, accepted samples, generated
     tokens; with ``avoid_revisits`` also ``revisits_avoided`` (turns where the first accepted answer led back and
-    another did not) and ``revisits_kept`` (turns where every accepted answer led back).
+    another did not) and ``revisits_kept`` (turns where every accepted answer led back). The same counts per
+    episode in ``policy_state["counts"]``.
     """
 
     def __init__(self, backend: Backend, settings: AgentSettings, k: int, *, avoid_revisits: bool = False) -> None:
@@ -64,9 +67,18 @@ class LegalBestOf:
         self.avoid_revisits = avoid_revisits
         self.name = f"{backend.name}+best-of-{k}" + ("-new-states" if avoid_revisits else "")
         self.scripted = False
-        self.stats = {"turns": 0, "kept_accepted": 0, "accepted_samples": 0, "tokens": 0}
-        if avoid_revisits:
-            self.stats |= {"revisits_avoided": 0, "revisits_kept": 0}
+        self.stats = self._zero()
+
+    def _zero(self) -> dict[str, int]:
+        counts = {"turns": 0, "kept_accepted": 0, "accepted_samples": 0, "tokens": 0}
+        if self.avoid_revisits:
+            counts |= {"revisits_avoided": 0, "revisits_kept": 0}
+        return counts
+
+    def _count(self, ep: LiveEpisode, key: str, n: int) -> None:
+        self.stats[key] += n
+        counts = ep.policy_state.setdefault("counts", self._zero())
+        counts[key] += n
 
     def act(self, episodes: Sequence[LiveEpisode]) -> list[Completion]:
         kept = []
@@ -77,10 +89,10 @@ class LegalBestOf:
             if self.avoid_revisits and accepted:
                 choice = self._first_new(ep, env, cands, accepted)
             kept.append(cands[choice])
-            self.stats["turns"] += 1
-            self.stats["kept_accepted"] += bool(accepted)
-            self.stats["accepted_samples"] += len(accepted)
-            self.stats["tokens"] += sum(len(c.completion_ids) for c in cands)
+            self._count(ep, "turns", 1)
+            self._count(ep, "kept_accepted", int(bool(accepted)))
+            self._count(ep, "accepted_samples", len(accepted))
+            self._count(ep, "tokens", sum(len(c.completion_ids) for c in cands))
         return kept
 
     def _first_new(self, ep: LiveEpisode, env: Any, cands: list[Completion], accepted: list[int]) -> int:
@@ -93,7 +105,7 @@ class LegalBestOf:
         seen.add(now)
         new = [j for j in accepted if env.answer_successor(cands[j].text) not in seen]
         if not new:
-            self.stats["revisits_kept"] += 1
+            self._count(ep, "revisits_kept", 1)
             return accepted[0]
-        self.stats["revisits_avoided"] += new[0] != accepted[0]
+        self._count(ep, "revisits_avoided", int(new[0] != accepted[0]))
         return new[0]

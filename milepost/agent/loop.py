@@ -75,7 +75,8 @@ class LiveEpisode:
     plan: str | None = None
     answer_format: str = ANSWER_FORMAT
     agent_state: Any = None  # the agent's per-episode state (SGO: plan, tracker, events), None for plain
-    policy_state: dict[str, Any] = field(default_factory=dict)  # the policy's per-episode notes (best-of: visits)
+    # The policy's per-episode notes (best-of: the states seen); its "counts" (str -> int) go into the record.
+    policy_state: dict[str, Any] = field(default_factory=dict)
 
     def messages(self) -> list[dict[str, str]]:
         return build_messages(
@@ -239,6 +240,8 @@ def run_episodes(
             },
         )
         episode.meta.update(agent.finish(ep))
+        if "counts" in ep.policy_state:  # the policy's own per-episode counts (best-of: samples, tokens, loops)
+            episode.meta["policy_counts"] = dict(ep.policy_state["counts"])
         if error:  # the backend's one-line reason (server, status, attempts): kept so a report can say why
             episode.meta["error"] = error
         finished.append(episode)

@@ -140,6 +140,23 @@ def infra_paragraph(infra: dict[str, Any], levels: Sequence[LevelMetrics]) -> li
     return [text, ""]
 
 
+def best_of_sentence(summary: dict[str, Any] | None) -> str:
+    """Best-of-k's cost and choices in one sentence (" Per turn: ..."), empty without counts."""
+    if not summary:
+        return ""
+    text = (
+        f" Per turn: {summary['tokens_per_turn']:.1f} tokens generated over the {summary['k']} samples, "
+        f"{100 * summary['accepted_sample_share']:.1f}% of samples acceptable, an acceptable answer kept in "
+        f"{100 * summary['kept_accepted_share']:.1f}% of turns"
+    )
+    if "revisits_avoided_share" in summary:
+        text += (
+            f"; the loop check changed the answer in {100 * summary['revisits_avoided_share']:.1f}% of turns and "
+            f"found every acceptable answer leading back in {100 * summary['revisits_kept_share']:.1f}%"
+        )
+    return text + f" ({summary['turns']} turns of {summary['episodes']} episodes)."
+
+
 def render_report(
     meta: dict[str, Any],
     levels: Sequence[LevelMetrics],
@@ -148,11 +165,13 @@ def render_report(
     plot_name: str | None,
     sgo: dict[str, dict[str, int]] | None = None,
     note: str = "",
+    best_of: dict[str, Any] | None = None,
 ) -> str:
     """The whole Markdown report of one evaluation run (with the SGO statistics when ``sgo`` is given).
 
     ``meta["temperature"]`` is shown when present (scripted policies have none); ``meta["infra_failures"]``
-    (see ``runner.infra_summary``) adds a paragraph on the episodes left out; ``note`` ends the header.
+    (see ``runner.infra_summary``) adds a paragraph on the episodes left out; ``note`` ends the header;
+    ``best_of`` (``runner.best_of_summary``) what best-of-k generated and kept.
     """
     policy = meta.get("policy", "?")
     label = " (scripted baseline)" if meta.get("scripted") else ""
@@ -188,6 +207,7 @@ def render_report(
                     else ""
                 )
                 + ": inference with the game's rules in the loop, not the model alone."
+                + best_of_sentence(best_of)
             ]
             if meta.get("best_of", 1) > 1
             else []

@@ -361,6 +361,30 @@ def infra_summary(episodes: list[Episode], metrics: list[LevelMetrics]) -> dict[
     }
 
 
+def best_of_summary(episodes: list[Episode], k: int) -> dict[str, Any] | None:
+    """What best-of-``k`` generated and kept over ``episodes`` (their ``meta["policy_counts"]``, written by
+    ``agent.best_of.LegalBestOf``): the summed counts, and per turn the tokens generated, the share of samples the
+    environment would accept, of turns that kept an accepted answer and, with the loop check, of turns where it
+    changed the answer (``revisits_avoided``) or found every accepted answer leading back (``revisits_kept``).
+    None when no episode has counts (a plain policy, or a run from before they were recorded)."""
+    counted = [ep.meta["policy_counts"] for ep in episodes if ep.meta.get("policy_counts")]
+    if not counted:
+        return None
+    totals: dict[str, int] = defaultdict(int)
+    for counts in counted:
+        for key, n in counts.items():
+            totals[key] += int(n)
+    turns = max(1, totals["turns"])
+    out: dict[str, Any] = {"episodes": len(counted), "k": k, **totals}
+    out["tokens_per_turn"] = totals["tokens"] / turns
+    out["accepted_sample_share"] = totals["accepted_samples"] / (turns * k)
+    out["kept_accepted_share"] = totals["kept_accepted"] / turns
+    for key in ("revisits_avoided", "revisits_kept"):
+        if key in totals:
+            out[f"{key}_share"] = totals[key] / turns
+    return out
+
+
 def summarise(
     spec: EvalSpec, tasks: list[Task], episodes: list[Episode], out: Path, *, max_steps: int, action_mode: Any
 ) -> dict[str, Any]:
@@ -394,6 +418,9 @@ def summarise(
         "levels": [m.to_dict() for m in metrics],
         "success_by_distance": by_distance,
     }
+    best_of = best_of_summary(valid, spec.best_of) if spec.best_of > 1 else None
+    if best_of is not None:
+        result["best_of"] = best_of
     sgo = None
     if spec.agent == "sgo":
         from milepost.planning import summarise_sgo
@@ -411,7 +438,9 @@ def summarise(
     atomic_write_json(out / "metrics.json", result)
 
     def report(plots: bool, note: str = "") -> str:
-        text = render_report(meta, metrics, spec.ks, ranges, PLOT if plots else None, sgo=sgo, note=note)
+        text = render_report(
+            meta, metrics, spec.ks, ranges, PLOT if plots else None, sgo=sgo, note=note, best_of=best_of
+        )
         if tiers is not None:
             text += "\n" + tiers.markdown(spec.ks, ranges, TIER_PLOT if plots else None)
         if quality:

@@ -109,8 +109,14 @@ def test_the_first_accepted_sample_is_kept_and_sample_0_has_the_plain_seed() -> 
     texts = ["I do not know.", "REASON: r. ACTION: move(Z, up)", good, other]
     backend = IndexBackend(texts)
     policy = LegalBestOf(backend, AgentSettings(), k=4)  # type: ignore[arg-type]
-    kept = policy.act([_live(env), _live(env, seed=8)])
+    eps = [_live(env), _live(env, seed=8)]
+    kept = policy.act(eps)
     assert [c.text for c in kept] == [good, good]
+    # Each episode's own counts (its record's meta["policy_counts"]): sample tokens 1-4, then 5-8.
+    assert [ep.policy_state["counts"] for ep in eps] == [
+        {"turns": 1, "kept_accepted": 1, "accepted_samples": 2, "tokens": 1 + 2 + 3 + 4},
+        {"turns": 1, "kept_accepted": 1, "accepted_samples": 2, "tokens": 5 + 6 + 7 + 8},
+    ]
     assert [r.params.seed for r in backend.requests[:4]] == [sample_seed(7_000, j) for j in range(4)]
     assert backend.requests[0].params.seed == 7_000  # BackendPolicy's seed for turn 0 of episode seed 7
     assert len({r.params.seed for r in backend.requests[:4]}) == 4
@@ -199,6 +205,10 @@ def test_k_1_plays_the_plain_agents_episodes_and_k_4_plays_fewer_rejected_turns(
         return sum(t.error is not None for t in turns) / len(turns)
 
     assert four.stats["turns"] == sum(len(ep.turns) for ep in best)
+    assert [ep.meta["policy_counts"]["turns"] for ep in best] == [len(ep.turns) for ep in best]
+    for key, total in four.stats.items():
+        assert sum(ep.meta["policy_counts"][key] for ep in best) == total
+    assert all("policy_counts" not in ep.meta for ep in plain)
     assert rejected(best) == pytest.approx(1 - four.stats["kept_accepted"] / four.stats["turns"])
     assert rejected(best) < rejected(plain)
 
@@ -216,6 +226,14 @@ def test_eval_best_of_from_the_command_line(tmp_path: Path, capsys: pytest.Captu
         assert main(args) == 0
     assert json.loads((out / "run.json").read_text())["best_of"] == 3
     assert "Best of 3 (`--best-of`)" in (out / "report.md").read_text()
+    played = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    counts = json.loads((out / "metrics.json").read_text())["best_of"]
+    assert counts["turns"] == sum(len(ep["turns"]) for ep in played) and counts["k"] == 3
+    assert counts["tokens"] >= counts["turns"] * 3 and 0 <= counts["accepted_sample_share"] <= 1
+    assert f"({counts['turns']} turns of {len(played)} episodes)." in (out / "report.md").read_text()
+    with contextlib.redirect_stdout(open(os.devnull, "w")):  # a resume plays nothing and sums the same records
+        assert main(args) == 0
+    assert json.loads((out / "metrics.json").read_text())["best_of"] == counts
     capsys.readouterr()
     assert main([*args[:-3], "--best-of", "2", "--no-progress"]) == 2  # a resume must keep K
     assert "different configuration" in capsys.readouterr().err
@@ -248,6 +266,35 @@ def test_eval_best_of_from_the_command_line(tmp_path: Path, capsys: pytest.Captu
         assert main([*args[:-7], *more]) == 0
     assert json.loads((again / "run.json").read_text())["avoid_revisits"] is True
     assert "preferring one that leads to a state the episode had not been in" in (again / "report.md").read_text()
+    looped = json.loads((again / "metrics.json").read_text())["best_of"]
+    assert 0 <= looped["revisits_avoided_share"] <= 1 and "revisits_kept" in looped
+    assert "the loop check changed the answer in" in (again / "report.md").read_text()
+
+
+def _episode(counts: dict[str, int] | None) -> Any:
+    return SimpleNamespace(meta={} if counts is None else {"policy_counts": counts})
+
+
+def test_best_of_summary_sums_the_episodes_counts_and_divides_by_turns_and_samples() -> None:
+    from milepost.evaluation.report import best_of_sentence
+    from milepost.evaluation.runner import best_of_summary
+
+    assert best_of_summary([_episode(None)], 4) is None  # a plain run, or one from before the counts
+    assert best_of_sentence(None) == ""
+    a = {"turns": 3, "kept_accepted": 2, "accepted_samples": 5, "tokens": 60, "revisits_avoided": 1, "revisits_kept": 0}
+    b = {"turns": 1, "kept_accepted": 1, "accepted_samples": 4, "tokens": 20, "revisits_avoided": 0, "revisits_kept": 1}
+    out = best_of_summary([_episode(a), _episode(None), _episode(b)], 4)
+    assert out is not None
+    assert out["episodes"] == 2 and out["turns"] == 4 and out["tokens"] == 80
+    assert out["tokens_per_turn"] == 20.0
+    assert out["accepted_sample_share"] == 9 / 16 and out["kept_accepted_share"] == 3 / 4
+    assert out["revisits_avoided_share"] == out["revisits_kept_share"] == 1 / 4
+    text = best_of_sentence(out)
+    assert "20.0 tokens generated over the 4 samples" in text and "56.2% of samples acceptable" in text
+    assert "changed the answer in 25.0% of turns" in text and "(4 turns of 2 episodes)" in text
+    plain = best_of_summary([_episode({k: a[k] for k in ("turns", "kept_accepted", "accepted_samples", "tokens")})], 2)
+    assert plain is not None and "revisits_avoided_share" not in plain
+    assert "loop check" not in best_of_sentence(plain)
 
 
 def test_a_plain_run_folder_from_before_best_of_resumes() -> None:
