@@ -101,6 +101,8 @@ class Rules(Protocol[S, A]):
     # Optional (``TextEnv.state_key`` / ``answer_successor`` use them where a game defines them, for best-of's
     # revisit check): ``state_key() -> Hashable``, the current state's identity, and ``successor_key(action) ->
     # Hashable``, the identity of the state a legal ``action`` leads to, computed without changing the state.
+    # And ``snapshot() -> Any`` / ``restore(snapshot)``: the live state saved and put back in place, so that
+    # ``answer_error`` and ``answer_successor`` can play a several-action answer (the macro modes) and undo it.
 
 
 class TextEnv(gym.Env[str, str], Generic[S, A]):
@@ -236,15 +238,17 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
 
     def answer_error(self, text: str) -> str | None:
         """The rejection ``step(text)`` would give now, or None; nothing changes. It checks the answer's format,
-        its action count and the first action's legality: exact when the mode takes one action per step, while
-        in the macro modes an action after the first is checked only when it is played (its legality depends on
+        its action count and its actions' legality: exact in every mode of a game that can save and restore its
+        state (``Rules.snapshot`` / ``restore``: each action is checked after the ones before it are played, and
+        undone); otherwise an action after the first is checked only when it is played (its legality depends on
         the first being applied)."""
         rules = self.rules
         if rules is None:
             raise RuntimeError("call reset() first")
         _, parsed, error = self._parse(rules, text)
-        why = error if error is not None else rules.check(parsed[0])
-        return None if why is None else printable(why)
+        if error is None:
+            error = self._preview(rules, parsed)[0] if len(parsed) > 1 else rules.check(parsed[0])
+        return None if error is None else printable(error)
 
     def state_key(self) -> Hashable | None:
         """The current state's identity, or None when the game does not define one (``Rules.state_key``)."""
@@ -254,19 +258,42 @@ class TextEnv(gym.Env[str, str], Generic[S, A]):
         return key() if key is not None else None
 
     def answer_successor(self, text: str) -> Hashable | None:
-        """The identity of the state ``step(text)`` would lead to, or None: the answer would be rejected, holds
-        more than one action (its later actions' effect depends on the first), or the game defines no
-        ``successor_key``. Nothing changes."""
+        """The identity of the state ``step(text)`` would lead to, or None: the answer would be rejected, or the
+        game cannot tell (no ``successor_key`` for one action; for several, no ``snapshot`` / ``restore`` and
+        ``state_key`` to play them and undo them). Nothing changes."""
         rules = self.rules
         if rules is None:
             raise RuntimeError("call reset() first")
-        successor = getattr(rules, "successor_key", None)
-        if successor is None:
-            return None
         _, parsed, error = self._parse(rules, text)
-        if error is not None or len(parsed) != 1 or rules.check(parsed[0]) is not None:
+        if error is not None:
             return None
-        return successor(parsed[0])
+        successor = getattr(rules, "successor_key", None)
+        if len(parsed) == 1 and successor is not None:
+            return successor(parsed[0]) if rules.check(parsed[0]) is None else None
+        why, key = self._preview(rules, parsed)
+        return key if why is None else None
+
+    def _preview(self, rules: Rules[S, A], parsed: list[A]) -> tuple[str | None, Hashable | None]:
+        """``step``'s checks and moves for ``parsed`` (stopping at a solved or dead state, as ``step`` does),
+        played on the live state and undone: the first rejection or None, and the state key they lead to. Without
+        ``Rules.snapshot`` / ``restore`` only the first action is checked and the key is None; without
+        ``state_key`` the key is None."""
+        snapshot, restore = getattr(rules, "snapshot", None), getattr(rules, "restore", None)
+        if snapshot is None or restore is None:
+            return rules.check(parsed[0]), None
+        saved = snapshot()
+        try:
+            for act in parsed:
+                why = rules.check(act)
+                if why is not None:
+                    return why, None
+                rules.apply(act)
+                if rules.is_dead() or rules.is_solved():
+                    break
+            key = getattr(rules, "state_key", None)
+            return None, key() if key is not None else None
+        finally:
+            restore(saved)
 
     def _parse(self, rules: Rules[S, A], text: str) -> tuple[list[str], list[A], str | None]:
         """The answer's action pieces, their parsed actions and the format error (a wrong action count or an

@@ -33,18 +33,38 @@ MOVE_TEXT = st.builds(
 ANSWERS = st.one_of(MOVE_TEXT, st.text(max_size=30), st.builds(lambda a, b: f"ACTION: {a}; {b}", MOVE_TEXT, MOVE_TEXT))
 
 
-@pytest.mark.parametrize("mode", ["atomic", "slide"])
+LEGAL_RUN = st.lists(st.integers(0, 50), min_size=1, max_size=4)  # indices into each state's legal moves
+
+
+def _legal_run(env: RushHourEnv, picks: list[int]) -> str:
+    """An answer of len(picks) one-cell moves, each legal after the ones before it (played on a copy)."""
+    state, moves = env.state.clone(), []
+    for pick in picks:
+        legal = state.legal_actions()
+        moves.append(legal[pick % len(legal)])
+        state.apply(moves[-1])
+    return "ACTION: " + "; ".join(m.text() for m in moves)
+
+
+@pytest.mark.parametrize("mode", ["atomic", "slide", "flexible"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=ANSWERS)
-def test_answer_error_is_the_rejection_step_gives_and_changes_nothing(mode: str, text: str) -> None:
+@given(text=ANSWERS, picks=LEGAL_RUN, bad=st.booleans())
+def test_answer_error_is_the_rejection_step_gives_and_changes_nothing(
+    mode: str, text: str, picks: list[int], bad: bool
+) -> None:
     env = RushHourEnv(action_mode=mode)
     env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
-    before = (env.state.key, env.steps, env.completed)
+    if mode == "flexible" and len(text) % 2:  # a run of legal moves, its last one spoiled when ``bad``
+        text = _legal_run(env, picks) + ("; move(Z, up)" if bad else "")
+    positions = env.state.positions
+    before = (env.state.key, list(positions), env.state.occ, env.steps, env.completed)
     error = env.answer_error(text)
     successor = env.answer_successor(text)
-    assert (env.state.key, env.steps, env.completed) == before
+    assert (env.state.key, list(env.state.positions), env.state.occ, env.steps, env.completed) == before
+    assert env.state.positions is positions  # restored in place
     assert env.step(text)[4]["error"] == error
-    # The successor is the state an accepted answer (one action in these modes) leads to; a rejected one has none.
+    # The successor is the state an accepted answer leads to (several moves in flexible mode: played and
+    # undone); a rejected one has none.
     if error is None:
         assert successor == env.state_key() == env.state.key
     else:
@@ -62,14 +82,20 @@ def test_answer_error_on_sudoku_and_its_limit_in_the_macro_modes() -> None:
         probe.reset(seed=3)
         assert probe.step(text)[4]["error"] == errors[-1]
     assert None in errors and len({e for e in errors if e}) > 3  # accepted and several kinds of rejection
-    # Flexible mode: the second action's legality depends on the first being applied, so only play shows it.
-    flex = RushHourEnv(action_mode="flexible")
-    flex.reset(options={"task": rush_tasks(4, 6, 1)[0]})
-    first = flex.state.legal_actions()[0]
-    text = f"ACTION: {first.text()}; move(Z, up)"
-    assert flex.answer_successor(text) is None  # two actions: the second's effect depends on the first
-    assert flex.answer_successor(f"ACTION: {first.text()}") is not None
+    # Flexible mode in a game that cannot save and restore its state (Sudoku): the second action's legality
+    # depends on the first being applied, so only play shows it. Rush Hour plays such answers and undoes them.
+    flex = SudokuEnv(size=4, action_mode="flexible")
+    flex.reset(seed=3)
+    first = next(t for t, e in zip(texts, errors) if e is None).removeprefix("ACTION: ")
+    text = f"ACTION: {first}; {first}"  # the second fills the cell the first filled
+    assert flex.answer_successor(text) is None
     assert flex.answer_error(text) is None and flex.step(text)[4]["error"] is not None
+    rush = RushHourEnv(action_mode="flexible")
+    rush.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    one = rush.state.legal_actions()[0]
+    text = f"ACTION: {one.text()}; move(Z, up)"
+    assert rush.answer_error(text) is not None and rush.answer_successor(text) is None
+    assert rush.answer_error(text) == rush.step(text)[4]["error"]
     with pytest.raises(RuntimeError, match="reset"):
         RushHourEnv().answer_error("ACTION: move(A, right)")
     with pytest.raises(RuntimeError, match="reset"):
@@ -157,6 +183,22 @@ def test_avoid_revisits_keeps_the_first_accepted_answer_that_leads_somewhere_new
     stuck = LegalBestOf(IndexBackend(["no action", back, back]), AgentSettings(), k=3, avoid_revisits=True)
     assert [c.text for c in stuck.act([ep])] == [back]
     assert stuck.stats["revisits_kept"] == 1 and stuck.stats["revisits_avoided"] == 0
+
+
+def test_avoid_revisits_sees_through_a_several_move_answer() -> None:
+    """Flexible mode: an answer that moves a car and back ends on the board it started from; the check plays
+    the answer that leads somewhere new, and best-of without the check the first accepted one."""
+    env = RushHourEnv(action_mode="flexible")
+    env.reset(options={"task": rush_tasks(4, 6, 1)[0]})
+    first = env.state.legal_actions()[0]
+    there_and_back = f"ACTION: {first.text()}; move({first.vehicle}, {OPPOSITE[first.direction]})"
+    onward = f"ACTION: {first.text()}"
+    assert env.answer_error(there_and_back) is None and env.answer_successor(there_and_back) == env.state_key()
+    texts = [there_and_back, onward]
+    assert [c.text for c in LegalBestOf(IndexBackend(texts), AgentSettings(), k=2).act([_live(env)])] == texts[:1]
+    avoiding = LegalBestOf(IndexBackend(texts), AgentSettings(), k=2, avoid_revisits=True)
+    assert [c.text for c in avoiding.act([_live(env)])] == [onward]
+    assert avoiding.stats["revisits_avoided"] == 1
 
 
 def test_a_game_without_state_keys_plays_as_plain_best_of() -> None:

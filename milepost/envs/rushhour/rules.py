@@ -194,6 +194,17 @@ class RushHourRules:
         sign = 1 if action.direction in ("down", "right") else -1
         return state.key + (sign * action.cells << (BITS * state.layout.index_of[action.vehicle]))
 
+    def snapshot(self) -> tuple[list[int], int, int]:
+        """The live state's positions, occupancy and key (``TextEnv`` plays a macro answer, then ``restore``)."""
+        state = self.state
+        return list(state.positions), state.occ, state.key
+
+    def restore(self, saved: tuple[list[int], int, int]) -> None:
+        """Put ``snapshot``'s state back into the live state object (in place: callers may hold it)."""
+        state = self.state
+        state.positions[:] = saved[0]
+        state.occ, state.key = saved[1], saved[2]
+
     def is_dead(self) -> bool:
         return False  # every move can be undone, so a solvable puzzle stays solvable
 
