@@ -96,6 +96,21 @@ def test_answer_error_on_sudoku_and_its_limit_in_the_macro_modes() -> None:
     text = f"ACTION: {one.text()}; move(Z, up)"
     assert rush.answer_error(text) is not None and rush.answer_successor(text) is None
     assert rush.answer_error(text) == rush.step(text)[4]["error"]
+    # An answer that solves the puzzle and then goes on: step stops at the solved board, and so does the preview.
+    rush.reset(options={"task": rush_tasks(1, 3, 1)[0]})
+    path = []
+    probe = RushHourEnv(action_mode="flexible")
+    probe.reset(options={"task": rush_tasks(1, 3, 1)[0]})
+    while not probe.rules.is_solved():  # type: ignore[union-attr]
+        path.append(oracle_move(probe.rules).text())  # type: ignore[arg-type, union-attr]
+        probe.step(f"ACTION: {path[-1]}")
+    text = "ACTION: " + "; ".join([*path, "move(Z, up)"])
+    assert rush.answer_error(text) is None and rush.answer_successor(text) == probe.state_key()
+    assert rush.step(text)[4]["error"] is None and rush.rules.is_solved()  # type: ignore[union-attr]
+    # One legal action in a game without state keys: no successor (and nothing called that the game lacks).
+    sudoku = SudokuEnv(size=4)
+    sudoku.reset(seed=3)
+    assert sudoku.answer_error(f"ACTION: {first}") is None and sudoku.answer_successor(f"ACTION: {first}") is None
     with pytest.raises(RuntimeError, match="reset"):
         RushHourEnv().answer_error("ACTION: move(A, right)")
     with pytest.raises(RuntimeError, match="reset"):
