@@ -113,7 +113,7 @@ def plot(rows: dict[str, dict[str, Any]], path: Path) -> None:
         for split, style in (("train", "-o"), ("test", "--s")):
             ys = [res[split]["buckets"].get(b, {}).get("optimal") for b in names]
             xs = [i for i, y in enumerate(ys) if y is not None]
-            ax.plot(xs, [100 * ys[i] for i in xs], style, label=f"{label} ({split} puzzles)")  # type: ignore[operator]
+            ax.plot(xs, [100 * ys[i] for i in xs], style, label=f"{label} ({split} puzzles)")
     ax.set_xticks(range(len(names)), names)
     ax.set_xlabel("distance to the goal (one-cell steps)")
     ax.set_ylabel("greedy answer optimal (%)")
