@@ -106,6 +106,10 @@ class EvalSpec:
         if self.single_turn:
             if self.agent != "plain":
                 raise InputError("--single-turn needs the plain agent")
+            if self.best_of > 1 and self.env == "sudoku":
+                # The whole board is one answer, played straight from the backend (evaluation.proxy): no turn
+                # for best-of to choose in, and a report that said "best of K" would be wrong.
+                raise InputError("--best-of needs turns to choose in: Sudoku's --single-turn is one whole-board answer")
             self.env_kwargs = single_turn_env_kwargs(self.env, self.env_kwargs)
 
     def identity(self) -> dict[str, Any]:

@@ -354,6 +354,16 @@ def test_best_of_summary_sums_the_episodes_counts_and_divides_by_turns_and_sampl
     assert "loop check" not in best_of_sentence(plain)
 
 
+def test_best_of_refuses_sudokus_single_answer_proxy() -> None:
+    from milepost.errors import InputError
+    from milepost.evaluation.runner import EvalSpec
+
+    with pytest.raises(InputError, match="Sudoku's --single-turn is one whole-board answer"):
+        EvalSpec(env="sudoku", data="d", policy="hf:m", best_of=2, single_turn=True)
+    # Rush Hour's proxy is multi-turn (slide moves), where best-of chooses each turn.
+    assert EvalSpec(env="rushhour", data="d", policy="hf:m", best_of=2, single_turn=True).best_of == 2
+
+
 def test_a_plain_run_folder_from_before_best_of_resumes() -> None:
     from milepost.evaluation.runner import EvalSpec
 
