@@ -21,7 +21,6 @@ The prompt renderer comes from each checkpoint's prompt card (``milepost_prompt.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +29,9 @@ from experiments.report_files import pct, write_report
 BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 20))
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of ``k`` successes in ``n`` trials."""
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def probe_model(ckpt: Path, data: Path, n: int, max_dist: int, seed: int) -> dict[str, Any]:
-    """The probe's optimal and legal shares on ``n`` states of each split, overall and by distance bucket."""
+    """The probe's optimal and legal shares on ``n`` states of each split, by distance bucket and overall (the
+    buckets' sums: each state is answered once)."""
     import contextlib
     import os
 
@@ -49,6 +39,7 @@ def probe_model(ckpt: Path, data: Path, n: int, max_dist: int, seed: int) -> dic
     from milepost.backends.hf import HFBackend, load_model, resolve_device_dtype
     from milepost.datasets import load_tasks
     from milepost.envs.rushhour.env import RushHourEnv
+    from milepost.evaluation.metrics import wilson_interval
     from milepost.prompt_card import read_card
 
     card = read_card(ckpt) or {}
@@ -65,22 +56,23 @@ def probe_model(ckpt: Path, data: Path, n: int, max_dist: int, seed: int) -> dic
         maker = PromptMaker(backend, env.goal_text(), render)
         probe = probe_states(tasks, maker, max_dist, n, seed=seed)
         dist = [int(distances(c, "steps")[c.index(s.key)]) for c, s, _ in probe]
-        whole = step_accuracy_probe(model, backend, probe, max_new_tokens=cap)
-        k = round(whole["probe_optimal"] * len(probe))
-        row: dict[str, Any] = {
-            "states": len(probe),
-            "mean_distance": sum(dist) / len(dist),
-            "optimal": whole["probe_optimal"],
-            "optimal_ci": wilson(k, len(probe)),
-            "legal": whole["probe_legal"],
-            "buckets": {},
-        }
+        buckets: dict[str, dict[str, Any]] = {}
+        optimal = legal = 0.0  # state counts, summed over the buckets
         for lo, hi in BUCKETS:
             part = [p for p, d in zip(probe, dist) if lo <= d <= hi]
             if part:
                 got = step_accuracy_probe(model, backend, part, max_new_tokens=cap)
-                row["buckets"][f"{lo}-{hi}"] = {"states": len(part), "optimal": got["probe_optimal"]}
-        out[split] = row
+                buckets[f"{lo}-{hi}"] = {"states": len(part), "optimal": got["probe_optimal"]}
+                optimal += got["probe_optimal"] * len(part)
+                legal += got["probe_legal"] * len(part)
+        out[split] = {
+            "states": len(probe),
+            "mean_distance": sum(dist) / len(dist),
+            "optimal": optimal / len(probe),
+            "optimal_ci": wilson_interval(round(optimal), len(probe)),
+            "legal": legal / len(probe),
+            "buckets": buckets,
+        }
     return out
 
 
@@ -137,6 +129,8 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--reading", help="a Markdown file appended after the table")
     args = p.parse_args()
+    if not 1 <= args.max_dist <= BUCKETS[-1][1]:  # every probed state falls in one of the table's buckets
+        raise SystemExit(f"probe_split: --max-dist {args.max_dist}: must lie in 1..{BUCKETS[-1][1]}")
     models = []
     for spec in args.models:
         label, sep, path = spec.partition("=")

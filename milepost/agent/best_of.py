@@ -75,10 +75,14 @@ class LegalBestOf:
             counts |= {"revisits_avoided": 0, "revisits_kept": 0}
         return counts
 
-    def _count(self, ep: LiveEpisode, key: str, n: int) -> None:
-        self.stats[key] += n
-        counts = ep.policy_state.setdefault("counts", self._zero())
-        counts[key] += n
+    def _count(self, ep: LiveEpisode, **added: int) -> None:
+        """Add to this process's ``stats`` and to the episode's own counts."""
+        counts = ep.policy_state.get("counts")
+        if counts is None:
+            counts = ep.policy_state["counts"] = self._zero()
+        for key, n in added.items():
+            self.stats[key] += n
+            counts[key] += n
 
     def act(self, episodes: Sequence[LiveEpisode]) -> list[Completion]:
         kept = []
@@ -89,10 +93,13 @@ class LegalBestOf:
             if self.avoid_revisits and accepted:
                 choice = self._first_new(ep, env, cands, accepted)
             kept.append(cands[choice])
-            self._count(ep, "turns", 1)
-            self._count(ep, "kept_accepted", int(bool(accepted)))
-            self._count(ep, "accepted_samples", len(accepted))
-            self._count(ep, "tokens", sum(len(c.completion_ids) for c in cands))
+            self._count(
+                ep,
+                turns=1,
+                kept_accepted=int(bool(accepted)),
+                accepted_samples=len(accepted),
+                tokens=sum(len(c.completion_ids) for c in cands),
+            )
         return kept
 
     def _first_new(self, ep: LiveEpisode, env: Any, cands: list[Completion], accepted: list[int]) -> int:
@@ -105,7 +112,7 @@ class LegalBestOf:
         seen.add(now)
         new = [j for j in accepted if env.answer_successor(cands[j].text) not in seen]
         if not new:
-            self._count(ep, "revisits_kept", 1)
+            self._count(ep, revisits_kept=1)
             return accepted[0]
-        self._count(ep, "revisits_avoided", int(new[0] != accepted[0]))
+        self._count(ep, revisits_avoided=int(new[0] != accepted[0]))
         return new[0]

@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.probe_split import main, wilson
+from experiments.probe_split import main
 from tests.planning.fakes import rush_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_wilson_interval() -> None:
-    assert wilson(0, 0) == (0.0, 0.0)
-    lo, hi = wilson(8, 10)
-    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
-    assert wilson(0, 20)[0] == 0.0 and wilson(20, 20)[1] == pytest.approx(1.0)
-    for k in range(0, 31, 5):
-        lo, hi = wilson(k, 30)
-        assert lo <= k / 30 <= hi
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
