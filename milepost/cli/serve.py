@@ -4,7 +4,9 @@ Binds 127.0.0.1 unless told otherwise. With ``--api-key-env VAR`` every /v1 rout
 ``Authorization: Bearer $VAR`` (else 401), /health stays open for load balancers, and /docs, /redoc and
 /openapi.json are switched off; without a key every route is open, and serving on a non-loopback address
 prints a warning. Bad request bodies get an OpenAI-shaped 400, bodies over --max-request-bytes a 413,
-requests beyond --max-queue waiting ones a 429. Chat requests without max_tokens get --default-max-tokens.
+requests beyond --max-queue waiting ones a 429; a client gets --read-timeout seconds for a request's headers
+and again for its body (else the connection is closed, after a 408 for a body). Chat requests without
+max_tokens get --default-max-tokens.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import sys
 
 from milepost.errors import InputError
+
+READ_TIMEOUT_S = 30.0  # milepost.serve.limits.READ_TIMEOUT_S; literal so that `milepost --help` imports no uvicorn
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +33,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens a request may ask")
     p.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request body (bytes)")
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=READ_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds for a request's headers, and again for its body (default {READ_TIMEOUT_S:g})",
+    )
     p.add_argument("--max-batch-size", type=int, default=64, help="requests decoded together at most")
     p.add_argument(
         "--max-queue", type=int, default=256, help="requests that may wait for the model; more get a 429 (default 256)"
@@ -54,11 +65,15 @@ def run(args: argparse.Namespace) -> int:
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
-        if not api_key:
+        if api_key is None:
             raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
+        if not api_key.strip():
+            raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is empty; set it to the key")
     for flag in ("max_tokens_limit", "max_request_bytes", "max_queue", "default_max_tokens"):
         if getattr(args, flag) < 1:
             raise InputError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
+    if not args.read_timeout > 0:  # also refuses nan
+        raise InputError(f"--read-timeout must be positive, got {args.read_timeout:g}")
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: a TCP port is 0..65535")
     if api_key is None and not is_loopback(args.host):
@@ -78,12 +93,13 @@ def run(args: argparse.Namespace) -> int:
         model_name=args.model_name,
         max_queue=args.max_queue,
         default_max_tokens=args.default_max_tokens,
+        read_timeout_s=args.read_timeout,
     )
     sock = bind_socket(args.host, args.port)  # "serving on" only once the port is ours
     try:
         host = f"[{args.host}]" if ":" in args.host else args.host
         print(f"serving {backend.name} on http://{host}:{sock.getsockname()[1]}/v1", file=sys.stderr)
-        serve_forever(app, sock)
+        serve_forever(app, sock, header_timeout_s=args.read_timeout)
     finally:
         sock.close()
     return 0

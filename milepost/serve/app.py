@@ -11,8 +11,10 @@ open so that load balancers can probe it, and it tells nothing but ``{"status": 
 (``/docs``, ``/redoc``, ``/openapi.json``) are switched off (404). Without a key every route is open, docs
 included, which is why the CLI binds loopback by default.
 
-Limits: every malformed body (not UTF-8, not JSON, NaN / Infinity, nested over 32 levels, not an object, wrong
-field types) is a 400, bodies over ``max_request_bytes`` a 413, and any error is answered in OpenAI's shape
+Limits: every malformed body (not UTF-8, not JSON, NaN / Infinity, nested over 32 levels, not an object, a
+lone surrogate in a string, wrong field types, checked strictly: ``"2"`` is no integer and ``true`` no number)
+is a 400, bodies over ``max_request_bytes`` a 413, a body not received within ``read_timeout_s`` of its headers a
+408 (``milepost.serve.limits``; the runner bounds the headers the same way), and any error is answered in OpenAI's shape
 ``{"error": {"message", "type", "param", "code"}}``. At most ``max_queue`` requests wait for the worker; more
 get a 429 (code ``queue_full``, with ``Retry-After``). A chat request without ``max_tokens`` gets
 ``default_max_tokens`` new tokens at most; a completion request gets OpenAI's 16 (or ``default_max_tokens`` if
@@ -58,6 +60,7 @@ from starlette.requests import ClientDisconnect
 
 from milepost.backends.base import FinishReason, GenerationRequest, SamplingParams, error_completion
 from milepost.backends.hf import HFBackend
+from milepost.serve.limits import READ_TIMEOUT_S, BodyDeadline
 from milepost.types import Completion
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,7 @@ _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
@@ -101,7 +105,9 @@ class ApiError(Exception):
 
 
 class _Sampling(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # unknown OpenAI / vLLM fields are accepted and ignored
+    # Unknown OpenAI / vLLM fields are accepted and ignored; known ones are strict: pydantic's lax mode would
+    # read "2" or 2.0 as max_tokens 2 and [true, 1.0] as the token ids [1, 1] (JSON numbers still fill floats).
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     model: str | None = None
     max_tokens: int | None = Field(None, ge=1)
@@ -128,7 +134,7 @@ class CompletionBody(_Sampling):
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     role: str
     content: str | list[dict[str, Any]]
@@ -265,6 +271,7 @@ def create_app(
     batch_window_s: float = 0.005,
     max_queue: int = 256,
     default_max_tokens: int = 256,
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> FastAPI:
     """Build the FastAPI app serving ``backend``.
 
@@ -279,6 +286,7 @@ def create_app(
         max_queue: requests that may wait for the worker; more get a 429.
         default_max_tokens: new tokens at most for a chat request without ``max_tokens`` (capped by
             ``max_tokens_limit``; completions default to OpenAI's 16 or this, whichever is lower).
+        read_timeout_s: seconds a client has to send a request's body after its headers (else a 408).
 
     Raises:
         ValueError: when a limit is not positive.
@@ -291,6 +299,8 @@ def create_app(
     ):
         if value < 1:
             raise ValueError(f"{label} must be >= 1, got {value}")
+    if not read_timeout_s > 0:
+        raise ValueError(f"read_timeout_s must be > 0, got {read_timeout_s}")
     if api_key is not None and not api_key.strip():
         raise ValueError("api_key must not be empty (an empty key would let a bare 'Bearer' header through)")
     name = model_name or backend.name.removeprefix("hf:").rstrip("/").rsplit("/", 1)[-1] or "model"
@@ -307,6 +317,12 @@ def create_app(
     docs = {"docs_url": None, "redoc_url": None, "openapi_url": None} if api_key is not None else {}
     app = FastAPI(title="milepost serve", lifespan=lifespan, **docs)  # type: ignore[arg-type]
     app.state.batcher = batcher
+    app.add_middleware(
+        BodyDeadline,
+        timeout_s=read_timeout_s,
+        max_bytes=max_request_bytes,
+        refuse=lambda status, message: ApiError(status, message).response(),
+    )
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -361,6 +377,10 @@ def create_app(
             raise ApiError(400, f"request body must be a JSON object, not {_json_kind(data)}")
         if _nesting(data) > _MAX_DEPTH:
             raise ApiError(400, f"request body nests deeper than {_MAX_DEPTH} levels")
+        if (where := _lone_surrogate(data)) is not None:  # JSON's "\ud800" escape; no tokenizer can encode it
+            raise ApiError(
+                400, f"{where or 'a key'}: a lone UTF-16 surrogate (\\uD800-\\uDFFF) is not text", param=where or None
+            )
         try:
             return schema.model_validate(data)
         except ValidationError as exc:
@@ -529,6 +549,24 @@ def _nesting(value: Any) -> int:
             deepest = max(deepest, depth)
             stack.extend((child, depth) for child in (node.values() if isinstance(node, dict) else node))
     return deepest
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The dotted path of a string (for a key: of its object) holding a lone surrogate, else None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if any("\ud800" <= ch <= "\udfff" for ch in node):
+                return path
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if any("\ud800" <= ch <= "\udfff" for ch in key):
+                    return path
+                stack.append((child, f"{path}.{key}" if path else key))
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}.{i}" if path else str(i)) for i, child in enumerate(node))
+    return None
 
 
 def _first_error(errors: Any) -> str:

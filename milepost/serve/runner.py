@@ -11,6 +11,7 @@ from typing import Any
 import uvicorn
 
 from milepost.errors import InputError, MilepostError
+from milepost.serve.limits import READ_TIMEOUT_S, header_deadline_protocol
 
 
 def is_loopback(host: str) -> bool:
@@ -44,9 +45,13 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_forever(app: Any, sock: socket.socket, log_level: str = "info") -> None:
-    """Serve ``app`` with uvicorn on an already bound socket until interrupted."""
-    uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on")).run(sockets=[sock])
+def serve_forever(
+    app: Any, sock: socket.socket, log_level: str = "info", header_timeout_s: float = READ_TIMEOUT_S
+) -> None:
+    """Serve ``app`` with uvicorn on an already bound socket until interrupted; a connection whose request
+    headers take over ``header_timeout_s`` seconds is closed (``milepost.serve.limits``)."""
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", http=header_deadline_protocol(header_timeout_s))
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 class BackgroundServer:
@@ -57,10 +62,19 @@ class BackgroundServer:
         host: interface to bind (loopback by default).
         port: TCP port; 0 picks a free one (read it from ``server.port``).
         startup_timeout: seconds to wait for the server to accept connections.
+        header_timeout_s: a connection whose request headers take longer is closed.
     """
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0) -> None:
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        startup_timeout: float = 30.0,
+        header_timeout_s: float = READ_TIMEOUT_S,
+    ) -> None:
+        protocol = header_deadline_protocol(header_timeout_s)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", http=protocol)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="milepost-uvicorn", daemon=True)
         self.host = host
