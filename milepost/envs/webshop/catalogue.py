@@ -120,6 +120,9 @@ def product_id(index: int, seed: int) -> str:
     return "B0" + "".join(reversed(chars))
 
 
+BREADCRUMB = " \u203a "  # WebShop's breadcrumb separator (product_category)
+
+
 class Product:
     """One catalogue product. ``options`` maps each option dimension the product has to its offered values;
     ``price`` is in cents (exact comparisons against price limits). ``variant`` is the catalogue's difficulty,
@@ -165,6 +168,13 @@ class Product:
     @property
     def dims(self) -> tuple[str, ...]:
         return tuple(d for d, _ in self.options)
+
+    def breadcrumbs(self) -> str:
+        """WebShop's ``product_category`` field: the breadcrumbs from the most general crumb to the most specific,
+        joined by `` › `` as WebShop's scraped products write them (``get_type_reward`` splits on ``›``). A
+        generated product's are ``milepost › category › type`` (two shared crumbs = the same category); a loaded
+        WebShop product's are its file's (``original.WebShopProduct``)."""
+        return BREADCRUMB.join(("milepost", self.category, self.ptype))
 
     def offers(self, dim: str, value: str) -> bool:
         return any(d == dim and value in values for d, values in self.options)

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from milepost.config import RewardWeights
-from milepost.envs.actions import ActionMode
-from milepost.envs.base import TextEnv
+from milepost.envs.actions import ActionMode, split_actions
+from milepost.envs.base import Rules, TextEnv, printable
 from milepost.envs.levels import DEFAULT_LEVELS, get_level
 from milepost.envs.webshop.catalogue import DIFFICULTIES
 from milepost.envs.webshop.profile import DEFAULT_PROFILE, UNBOUNDED_STEPS, get_profile
@@ -91,6 +91,7 @@ class WebShopEnv(TextEnv[Any, Action]):
         self.catalogue_size = catalogue_size
         self.render_name = render
         self.profile = shop_profile.name
+        self._original_grammar = shop_profile.original_grammar
         mode = ActionMode(action_mode, macro_k, macro_n)
 
         def make_rules(task: Task) -> WebShopRules:
@@ -140,6 +141,25 @@ class WebShopEnv(TextEnv[Any, Action]):
         if task is not None and not isinstance(task, Task | dict):
             raise InputError(f"webshop: options['task'] must be a Task or its dict, not {type(task).__name__}")
         return super().reset(seed=seed, options=options)
+
+    def _parse(self, rules: Rules[Any, Action], text: str) -> tuple[list[str], list[Action], str | None]:
+        """Under a profile with ``original_grammar`` the answer is WebShop's ``step`` argument: in the atomic mode
+        the whole text is one action, read by ``WebShopRules.parse`` (no ``ACTION:`` segment, no trimming; an
+        empty answer is a no-op with reward 0, as in WebShop). The macro modes, which WebShop has not, split on
+        ``;`` and newlines and trim each piece, as milepost does. Otherwise milepost's reading (``TextEnv``)."""
+        if not self._original_grammar:
+            return super()._parse(rules, text)
+        text = text if isinstance(text, str) else ""
+        pieces = [text] if self.action_mode.max_actions == 1 else (split_actions(text) or [text])
+        error = self.action_mode.count_error(len(pieces))
+        parsed: list[Action] = []
+        if error is None:
+            for piece in pieces:
+                act = rules.parse(piece)  # the webshop rules read unparsable text as a no-op, never None
+                if act is None:
+                    return pieces, [], f"cannot parse action {printable(piece[:60])!r}"
+                parsed.append(act)
+        return pieces, parsed, error
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:  # type: ignore[override]
         obs, reward, terminated, truncated, info = super().step(action)

@@ -42,7 +42,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from milepost.envs.webshop.catalogue import Catalogue, Product
+from milepost.envs.webshop.catalogue import BREADCRUMB, Catalogue, Product
 from milepost.envs.webshop.goal import Requirement, Shop, matching
 from milepost.errors import InputError
 
@@ -52,7 +52,7 @@ NO_LIMIT = 1_000_000  # dollars: WebShop's price_upper when it states no price
 MAX_DESCRIPTION = 1500  # characters of a description kept (a product page must fit an observation)
 MAX_BULLETS = 6
 MAX_VALUE = 120  # characters of an option value or title kept (a click value is at most 200)
-CONVERTED_VERSION = 1
+CONVERTED_VERSION = 2  # 2: product_category keeps its ' › ' separators (1 folded them away)
 
 
 def ascii_text(value: Any, limit: int | None = None) -> str:
@@ -82,6 +82,10 @@ class WebShopProduct(Product):
         self.description_text = str(record["description"])
         self.feature_lines = [str(b) for b in record["bullets"]]
         self.product_category = str(record.get("product_category", ""))
+
+    def breadcrumbs(self) -> str:
+        # The file's own product_category (deep Amazon breadcrumbs), which WebShop's get_type_reward reads.
+        return self.product_category
 
     def bullets(self) -> list[str]:
         return list(self.feature_lines)
@@ -179,7 +183,10 @@ def _product_record(p: Any, n: int, attrs: dict[str, Any], path: Path, seed: int
         "title": ascii_text(p["name"], MAX_VALUE * 2) or asin,
         "category": ascii_text(p["category"]).lower(),
         "query": ascii_text(p["query"]).lower().strip(),
-        "product_category": ascii_text(p.get("product_category", "")),
+        # Crumb by crumb, so the separator get_type_reward splits on survives the ASCII folding.
+        "product_category": BREADCRUMB.join(
+            ascii_text(c) for c in str(p.get("product_category") or "").split("\u203a")
+        ),
         "attributes": [ascii_text(a).lower() for a in product_attrs if ascii_text(a)],
         "options": options,
         "price": round(price * 100),
@@ -197,6 +204,11 @@ def read_catalogue(path: Path) -> Catalogue:
     data = _read_json(path)
     if not isinstance(data, dict) or data.get("format") != "milepost-webshop-catalogue":
         raise InputError(f"{path}: not a converted WebShop catalogue")
+    if data.get("version") != CONVERTED_VERSION:
+        raise InputError(
+            f"{path}: converted by another milepost (version {data.get('version')!r}, this one reads "
+            f"{CONVERTED_VERSION}: breadcrumbs kept for the type reward); re-run the command in the manifest"
+        )
     try:
         return catalogue_of(list(data["products"]), str(path))
     except (KeyError, TypeError, ValueError) as exc:

@@ -11,7 +11,8 @@ no-op), and because every result in ``docs/results/`` was measured under it.
 ``web_agent_site/engine/goal.py`` and ``web_agent_site/envs/web_agent_text_env.py``): the original reward
 (fuzzy option and attribute matching, the type reward from query, category and title-noun overlap; see
 ``milepost.envs.webshop.reward``), ``search[...]`` from any page, ``Next >`` on every results page (pages past
-the last are empty), any action the page cannot take a silent no-op with reward 0, no turn budget unless one is
+the last are empty), WebShop's action grammar read exactly as its text env reads it (``state.parse_original``), any
+action the page cannot take a silent no-op with reward 0, no turn budget unless one is
 set, and the original ``text`` / ``text_rich`` strings (``[clicked button]`` markers, ``You have clicked X.``).
 
 Success stays the exact purchase of the order under both profiles, so the goal distance means the same thing;
@@ -44,10 +45,14 @@ class Profile:
     """default turn budget H_max per item ordered; None: no budget unless max_steps is set"""
     original_text: bool
     """WebShop's observation strings (no cart or selection lines; ``text_rich`` with clicked markers)"""
+    original_grammar: bool = False
+    """an answer is read exactly as WebShop's text env reads it (``state.parse_original``: the whole text, no
+    ``ACTION:`` segment, no trimming, the tags in lower case only, the empty string a no-op); False: milepost's
+    grammar (``state.parse_action`` after the ``ACTION:`` segment, trimmed, tags in any case)"""
 
 
 MILEPOST = Profile("milepost", False, False, False, False, 15, False)
-WEBSHOP = Profile("webshop", True, True, True, True, None, True)
+WEBSHOP = Profile("webshop", True, True, True, True, None, True, original_grammar=True)
 PROFILES: dict[str, Profile] = {p.name: p for p in (MILEPOST, WEBSHOP)}
 DEFAULT_PROFILE = MILEPOST.name
 # Without a budget an episode still needs an end for a runner's loop: this many turns is "unbounded" in practice.

@@ -20,9 +20,10 @@ thefuzz 0.19 without python-Levenshtein uses difflib's matching blocks, which ca
 (``experiments/webshop_profile_check.py`` measures both).
 
 How milepost's catalogue maps onto WebShop's product fields: ``query`` is the product type (WebShop's products
-carry the search query they were scraped with), ``product_category`` is ``milepost > category > type``
-(two shared crumbs = the same category), ``name`` and ``Title`` are the title, ``Attributes`` the
-attributes, ``BulletPoints`` the Features tab and ``Description`` the Description tab.
+carry the search query they were scraped with), ``product_category`` is the product's breadcrumbs
+(``Product.breadcrumbs``: ``milepost › category › type`` for a generated product, two shared crumbs = the same
+category; the file's own for a product loaded from WebShop's data), ``name`` and ``Title`` are the title,
+``Attributes`` the attributes, ``BulletPoints`` the Features tab and ``Description`` the Description tab.
 
 The title nouns come from a ``Tagger``: spaCy's ``en_core_web_sm`` (WebShop's) when it is installed (the
 ``webshop-tagger`` extra), else ``rule_nouns``, a deterministic fallback documented there.
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from milepost.envs.webshop.goal import Requirement, Selection
 
 FUZZY_THRESHOLD = 85  # WebShop: ``score > 85``
-CRUMB = " \u203a "  # WebShop's breadcrumb separator
 # normalize.py's COLOR_SET, in its order (the first contained colour wins, so the order is part of the formula).
 COLOR_SET = [
     "alabaster",
@@ -328,8 +328,10 @@ def total_reward(
 
 
 def type_fields(product: Product) -> tuple[str, str, str]:
-    """(query, product_category, name) of a catalogue product, mapped as the module docstring says."""
-    return product.ptype, CRUMB.join(("milepost", product.category, product.ptype)), product.title
+    """(query, product_category, name) of a catalogue product, mapped as the module docstring says: the
+    product_category is the product's own breadcrumbs (``Product.breadcrumbs``; a loaded WebShop product's are its
+    file's)."""
+    return product.ptype, product.breadcrumbs(), product.title
 
 
 def original_score(

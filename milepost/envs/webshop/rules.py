@@ -10,7 +10,19 @@ from milepost.envs.webshop.goal import Requirement
 from milepost.envs.webshop.profile import MILEPOST, Profile
 from milepost.envs.webshop.render import TEXTBOX, elements, render_text
 from milepost.envs.webshop.sources import shop_for
-from milepost.envs.webshop.state import ADD, BUY, CHECKOUT, ITEM, TAB, Action, Order, ShopState, parse_action
+from milepost.envs.webshop.state import (
+    ADD,
+    BUY,
+    CHECKOUT,
+    ITEM,
+    TAB,
+    Action,
+    Order,
+    ShopState,
+    original_click,
+    parse_action,
+    parse_original,
+)
 from milepost.errors import InputError
 from milepost.types import Subgoal, Task
 
@@ -134,6 +146,14 @@ class WebShopRules:
     # -- Rules protocol ------------------------------------------------------------------------------------
 
     def parse(self, piece: str) -> Action | None:
+        if self.profile.original_grammar:
+            # WebShop's own reading of the text; the numbered-element forms exist only in milepost's accessibility
+            # tree (which WebShop has not), so there they are read as milepost reads them.
+            action = parse_original(piece)
+            if action is None and self.render_mode == "accessibility":
+                ref = parse_action(piece)
+                action = ref if ref is not None and ref.ref else None
+            return action if action is not None else Action(NOOP, piece[:200])
         action = parse_action(piece)
         if action is not None and action.ref and self.render_mode != "accessibility":
             action = None  # element numbers exist only in the accessibility-tree observation
@@ -145,6 +165,9 @@ class WebShopRules:
     def resolve(self, action: Action) -> Action | str:
         """A numbered-element action as the plain action it stands for on the current page, or why it is not one."""
         if not action.ref:
+            if action.kind == "click" and self.profile.original_grammar:
+                hit = original_click(action.value, self.state.clickables())
+                return Action("click", hit) if hit is not None else f"{action.value[:60]!r} is not clickable here"
             return action
         items = elements(self.state)
         if not 2 <= action.ref <= len(items) + 1:
@@ -212,7 +235,7 @@ class WebShopRules:
     def format_action(self, action: Action) -> str:
         if self.noop_reason is not None:
             return f"{action.value if action.kind == NOOP else action.text()} (no-op)"
-        return self._last.text() if action.ref else action.text()
+        return self._last.text() if action.ref or self.profile.original_grammar else action.text()
 
     def render(self, feedback: str | None) -> str:
         page = render_text(self.state, self.render_mode)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Self
 
@@ -31,11 +33,17 @@ TABS = ("Description", "Features", "Reviews")
 BUY, ADD, CHECKOUT = "Buy Now", "Add to Cart", "Checkout"
 MAX_ITEMS = 4
 MAX_QUERY_CHARS = 200
-# WebShop's grammar: search[query] or click[value]; the value is any ASCII text without brackets or newlines.
-_ACTION = re.compile(r"\s*(search|click)\s*\[([^\[\]\n]{1,200})\]\s*\.?\s*", re.IGNORECASE)
+# milepost's grammar: search[query] or click[value], the tag in any ASCII case (re.ASCII: no Kelvin sign or dotless
+# i folds into a tag); the value is text without brackets or newlines.
+_ACTION = re.compile(r"\s*(search|click)\s*\[([^\[\]\n]{1,200})\]\s*\.?\s*", re.IGNORECASE | re.ASCII)
 # WebArena's forms over numbered elements: click [12]; type [3] [cotton tee] with an optional [0|1] (press enter).
-_CLICK_REF = re.compile(r"\s*click\s*\[\s*(\d{1,4})\s*\]\s*\.?\s*", re.IGNORECASE)
-_TYPE_REF = re.compile(r"\s*type\s*\[\s*(\d{1,4})\s*\]\s*\[([^\[\]\n]{1,200})\](?:\s*\[\s*[01]\s*\])?\s*\.?\s*", re.I)
+_CLICK_REF = re.compile(r"\s*click\s*\[\s*(\d{1,4})\s*\]\s*\.?\s*", re.IGNORECASE | re.ASCII)
+_TYPE_REF = re.compile(
+    r"\s*type\s*\[\s*(\d{1,4})\s*\]\s*\[([^\[\]\n]{1,200})\](?:\s*\[\s*[01]\s*\])?\s*\.?\s*", re.IGNORECASE | re.ASCII
+)
+# princeton-nlp/WebShop's grammar, web_agent_site/engine/engine.py `parse_action` (commit 64fa2a5): re.match, so
+# anchored at the start only; `.` stops at a newline; both groups greedy.
+_ORIGINAL_ACTION = re.compile(r"(.+)\[(.+)\]")
 
 
 class Action(NamedTuple):
@@ -52,26 +60,76 @@ class Action(NamedTuple):
         return f"{self.kind}[{self.value}]"
 
 
+def search_query(text: str) -> str:
+    """The one rule for a search query, whether typed into the page's search box or written as ``search[...]``:
+    letters with accents or compatibility forms fold to ASCII (``café`` -> ``cafe``, fullwidth letters to plain
+    ones; Unicode NFKD without combining marks), characters with no ASCII form are dropped (the search index reads
+    only ``[a-z0-9]`` words, so they could never match), spacing is collapsed. "" when nothing is left."""
+    if not text.isascii():
+        text = "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+        text = "".join(ch if ch.isascii() else " " for ch in text)
+    return " ".join(text.split())
+
+
 def parse_action(text: str) -> Action | None:
-    """``search[...]`` or ``click[...]`` to an ``Action``; None for anything else, including text with a character
-    outside printable ASCII or a control character (so every observation that quotes an action stays inside the
-    Text space)."""
-    if not (text.isascii() and text.isprintable()):
+    """``search[...]`` or ``click[...]`` to an ``Action`` (milepost's grammar); None for anything else, including
+    text with a control character or a click value outside ASCII. A search's query goes through ``search_query``,
+    so every observation that quotes an action stays inside the Text space."""
+    if not text.isprintable():
         return None
     m = _CLICK_REF.fullmatch(text)
     if m is not None:
         return Action("click", "", int(m[1])) if int(m[1]) > 0 else None
     m = _TYPE_REF.fullmatch(text)
     if m is not None:
-        value = " ".join(m[2].split())
+        value = search_query(m[2])
         return Action("search", value, int(m[1])) if value and int(m[1]) > 0 else None
     m = _ACTION.fullmatch(text)
     if m is None:
         return None
-    value = " ".join(m[2].split())
-    if not value:
+    kind = m[1].lower()
+    if kind == "search":
+        value = search_query(m[2])
+    elif m[2].isascii():
+        value = " ".join(m[2].split())
+    else:
         return None
-    return Action(m[1].lower(), value)
+    return Action(kind, value) if value else None
+
+
+def parse_original(text: str) -> Action | None:
+    r"""An action exactly as princeton-nlp/WebShop's text env reads it, or None where that env does nothing.
+
+    ``web_agent_site/envs/web_agent_text_env.py`` ``WebAgentTextEnv.step`` (commit 64fa2a5): ``parse_action``
+    (``web_agent_site/engine/engine.py``: ``re.match(r'(.+)\[(.+)\]', action)``) splits the text into a name and
+    an argument, the argument is lower-cased, and the env searches when the name is exactly ``search`` (argument
+    non-empty) and clicks when the name is exactly ``click`` and the argument is a key of ``text_to_clickable``
+    other than ``search`` (``original_click``); anything else returns reward 0 and changes nothing. So
+    ``Search[x]``, ``CLICK[x]``, ``search [x]``, `` search[x]``, ``ACTION: search[x]`` do nothing, while
+    ``click[Back to Search] please`` clicks (the match is not anchored at the end), and the empty string does
+    nothing. The query gets milepost's one query rule (``search_query``) for the search index; a click's value is
+    the lower-cased argument, matched against the page when it is taken.
+    """
+    m = _ORIGINAL_ACTION.match(text)
+    if m is None:
+        return None
+    name, arg = m[1], m[2].lower()
+    if name == "search" and arg != "":
+        query = search_query(arg)
+        return Action("search", query) if query else None
+    if name == "click" and arg != "search":
+        return Action("click", arg)
+    return None
+
+
+def original_click(value: str, clickables: Sequence[str]) -> str | None:
+    """The clickable that WebShop's text env clicks for the lower-cased argument ``value``, or None.
+
+    ``text_to_clickable`` (``WebAgentTextEnv.get_available_actions``) is keyed by the page's button and
+    product-link texts lower-cased and by its option values (lower-cased on load, ``engine.load_products``), and
+    ``step`` looks the argument up as is: no spacing is forgiven (``click[ back to search]`` does nothing)."""
+    key = value.lower()  # parse_original lower-cases already; an Action built in code (the oracle's) may not be
+    return next((v for v in clickables if v.lower() == key), None)
 
 
 def _key(value: str) -> str:
@@ -224,6 +282,9 @@ class ShopState:
         if value == BACK:
             self.page, self.query, self.results, self.page_no = SEARCH, "", (), 0
             self.product, self.selection, self.tab = -1, (), ""
+            # WebShop's Back to Search re-enters the index page, which resets the session's opened asins
+            # (web_agent_text_env.py SimServer.receive, `if not kwargs:`): text_rich's marks start afresh.
+            self.visited = frozenset()
         elif value == CHECKOUT:
             self.purchased, self.page = self.cart, DONE
         elif page == RESULTS:

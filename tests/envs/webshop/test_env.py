@@ -80,8 +80,10 @@ def test_invalid_and_malformed_actions_change_nothing(one_item_tasks: list[Task]
     assert env.state.key() == before and not term and "Last action rejected" in obs
     _, reward, term, _, info = env.step("buy the tee")
     assert info["reward_terms"]["format"] == -1.0 and env.state.key() == before
-    obs, reward, term, _, info = env.step("search[caf\u00e9 tee]")  # non-ASCII: a format error
+    obs, reward, term, _, info = env.step("click[caf\u00e9 tee]")  # a non-ASCII click value: a format error
     assert info["reward_terms"]["format"] == -1.0 and env.observation_space.contains(obs)
+    obs, reward, term, _, info = env.step("search[caf\u00e9 tee]")  # a query folds to ASCII (search_query)
+    assert info["error"] is None and env.state.query == "cafe tee" and env.observation_space.contains(obs)
 
 
 def test_wrong_purchase_ends_with_partial_credit(one_item_tasks: list[Task]) -> None:
