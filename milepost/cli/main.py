@@ -35,6 +35,7 @@ def _subcommands() -> list[ModuleType]:
         eval,
         export,
         horizon,
+        openenv,
         plan,
         play,
         serve,
@@ -47,7 +48,7 @@ def _subcommands() -> list[ModuleType]:
     from milepost.cli import models as models_cli
 
     cmds = [data, play, eval, show, compare, train, demo, tiny, serve, plan, shop, horizon, export, credit, memory_cli]
-    return [*cmds, models_cli]
+    return [*cmds, openenv, models_cli]
 
 
 class _Parser(argparse.ArgumentParser):
