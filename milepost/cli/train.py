@@ -2,12 +2,16 @@
 
 Both read a YAML config (``configs/``) with ``key=value`` overrides (dotted keys nest, e.g.
 ``rl.lr=1e-4 env.action_mode=flexible``), write checkpoints and ``metrics.jsonl`` into ``--out``, and
-continue an interrupted run exactly with ``--resume``.
+continue an interrupted run exactly with ``--resume``. A checkpoint without its ``manifest.json`` (milepost writes
+one with each) is resumed only with ``--trust-checkpoint``. A checkpoint that cannot be written for want of space
+ends the command with one line and exit status 1; the previous checkpoint is kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -22,17 +26,38 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", required=True, help="run folder (checkpoints, metrics.jsonl, final model)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument(
+        "--trust-checkpoint",
+        action="store_true",
+        help="resume from a checkpoint that has no manifest.json (its values are still checked)",
+    )
     p.add_argument("--no-progress", action="store_true")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     sft = sub.add_parser("sft", help="supervised fine-tuning on solver demonstrations", description=__doc__)
     _common(sft)
-    sft.set_defaults(func=run_sft)
+    sft.set_defaults(func=_guarded(run_sft))
     train = sub.add_parser("train", help="RL (REINFORCE, paper advantages and IS weights)", description=__doc__)
     _common(train)
     train.add_argument("--eval", action="store_true", help="evaluate the final policy on the test split")
-    train.set_defaults(func=run_train)
+    train.set_defaults(func=_guarded(run_train))
+
+
+def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` inside ``--trust-checkpoint``'s scope; a checkpoint that could not be written is one line, exit 1."""
+
+    def guarded(args: argparse.Namespace) -> int:
+        from milepost.training.checkpoint import CheckpointWriteError, trusted
+
+        try:
+            with trusted(args.trust_checkpoint):
+                return run(args)
+        except CheckpointWriteError as exc:  # not bad input (exit 2): the machine ran out of room
+            print(f"milepost: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+
+    return guarded
 
 
 def _config(args: argparse.Namespace) -> object:

@@ -12,16 +12,26 @@ earlier pickle format (``trainer_state.pt``) are refused with a one-line error r
 
 A checkpoint folder is checked before anything in it is used (``latest_checkpoint``): ``latest`` must name a
 ``step-N`` folder of this run's ``checkpoints/`` (not a path, not a symlink); ``manifest.json`` holds each file's
-sha256 at save, and a file that differs, is missing or was added is refused. The contents are validated as well,
-so that a checkpoint without a manifest (written before manifests, or with a regenerated one) is still checked:
-``checkpoint.json``'s step is a non-negative int equal to the folder's N, the model's tensors are finite floats,
-and the trainer state's tensors are finite floats of the parameters' shapes, its hyperparameters finite and in
-range (``load_checkpoint_state``, ``restore_state``).
+sha256 at save, and a file that differs, is missing or was added is refused. milepost writes a manifest with every
+checkpoint, so one without is refused too, unless the user trusts it (``--trust-checkpoint``, :func:`trusted`).
+The contents are validated as well, so that a trusted checkpoint without a manifest, or one with a regenerated
+manifest, is still checked: ``checkpoint.json``'s step is a non-negative int equal to the folder's N, the model's
+tensors are finite floats, and the trainer state's tensors are finite floats of the parameters' shapes, its
+hyperparameters finite and in range (a learning rate at most ``MAX_LR``, equal to the scheduler's), its RNG states
+present and well-formed, and its optimizer's step count the one ``checkpoint.json`` recorded at save
+(``load_checkpoint_state``, ``restore_state``).
+
+A write that fails for want of space (a full disk, a quota, the process's file size limit) removes its temporary
+folder and raises :class:`CheckpointWriteError`, one line naming the folder and the space a checkpoint needs; the
+previous checkpoint and ``latest`` are untouched. Temporary folders that a killed write left
+(``.step-NNNNNN.XXXXXXXX``) are removed when a run starts in the folder (``write_run_config``) and at each save.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
 import hashlib
 import json
 import math
@@ -40,7 +50,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from milepost.errors import InputError
+from milepost.errors import InputError, MilepostError
 from milepost.io import atomic_write_json, atomic_write_text, umask
 
 STATE_TREE = "trainer_state.json"
@@ -49,6 +59,30 @@ LEGACY_STATE_FILE = "trainer_state.pt"  # the pickle format of earlier versions:
 META_FILE = "checkpoint.json"
 MANIFEST_FILE = "manifest.json"
 STEP_NAME = re.compile(r"step-(\d{6,})")
+# the temporary folder of a write in progress: ``tempfile.mkdtemp(prefix=".step-NNNNNN.")`` adds 8 characters of
+# ``tempfile._RandomNameSequence`` (lowercase letters, digits and "_"; CPython's Lib/tempfile.py)
+TEMP_NAME = re.compile(r"\.step-\d{6,}\.[a-z0-9_]{8}")
+MAX_LR = 1.0  # an Adam-family step past this moves every weight by about 1 per step: no run trains with it
+_TRUST: contextvars.ContextVar[bool] = contextvars.ContextVar("trust_checkpoint", default=False)
+
+
+class CheckpointWriteError(MilepostError):
+    """A checkpoint could not be written (no space, a quota, the file size limit); the command exits 1."""
+
+    exit_code = 1
+
+
+@contextlib.contextmanager
+def trusted(trust: bool = True) -> Iterator[None]:
+    """Within the block, a checkpoint without ``manifest.json`` loads (``--trust-checkpoint``); its values are
+    validated all the same."""
+    token = _TRUST.set(trust)
+    try:
+        yield
+    finally:
+        _TRUST.reset(token)
+
+
 _TAGS = frozenset({"__tensor__", "__tuple__", "__dict__"})
 
 
@@ -163,15 +197,17 @@ def save_checkpoint(
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     target = root / f"step-{step:06d}"
+    clear_stale_writes(run_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         packer = _Packer()
+        optimizer_state = optimizer.state_dict() if optimizer is not None else None
         tree = packer.pack(
             {
-                "optimizer": optimizer.state_dict() if optimizer is not None else None,
+                "optimizer": optimizer_state,
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "rng": rng_state(),
                 "extra_state": extra_state,
@@ -180,20 +216,96 @@ def save_checkpoint(
         save_file(packer.tensors, tmp / STATE_TENSORS)
         (tmp / STATE_TREE).write_text(json.dumps(tree), encoding="utf-8")
         (tmp / "config.yaml").write_text(config_yaml, encoding="utf-8")
-        (tmp / META_FILE).write_text(json.dumps({"step": step, "extra": extra or {}}), encoding="utf-8")
+        meta = {"step": step, "extra": extra or {}, "optimizer_steps": _optimizer_steps(optimizer_state)}
+        (tmp / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
         manifest = {"sha256": {name: _sha256(tmp / name) for name in _files(tmp)}}
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         tmp.chmod(0o777 & ~umask())  # mkdtemp makes it 0700; a checkpoint is as readable as the run's other files
         if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _raise_if_no_space(exc, root, target, model, optimizer)
         raise
-    atomic_write_text(root / "latest", target.name + "\n")
+    try:
+        atomic_write_text(root / "latest", target.name + "\n")
+    except OSError as exc:  # the new folder is complete, but ``latest`` still names the previous one
+        _raise_if_no_space(exc, root, target, model, optimizer)
+        raise
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def clear_stale_writes(run_dir: str | Path) -> list[Path]:
+    """Remove the temporary folders (``checkpoints/.step-NNNNNN.XXXXXXXX``) of checkpoint writes that were killed
+    midway; returns them. Only folders of exactly that name (what :func:`save_checkpoint` makes) are touched, never
+    a symlink or a file."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    stale = [p for p in root.iterdir() if TEMP_NAME.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    return stale
+
+
+def _optimizer_steps(state: dict[str, Any] | None) -> int:
+    """The optimizer's step count: the largest ``step`` of its state entries (0 before its first step)."""
+    steps = [entry.get("step") for entry in (state or {}).get("state", {}).values() if isinstance(entry, dict)]
+    return max((int(float(s)) for s in steps if s is not None), default=0)
+
+
+_NO_SPACE = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "a file would pass this process's file size limit (ulimit -f)",
+}
+
+
+def _raise_if_no_space(exc: BaseException, root: Path, target: Path, model: Any, optimizer: Any) -> None:
+    """Raise :class:`CheckpointWriteError` when ``exc`` is a write refused for want of space."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if isinstance(exc, SafetensorError):  # safetensors (Rust) reports the OS error in its message only
+        found = re.search(r"os error (\d+)|code: (\d+)", str(exc))
+        code = int(found.group(1) or found.group(2)) if found else None
+    if code not in _NO_SPACE:
+        return
+    previous = sorted(p for p in root.glob("step-*") if p.is_dir() and p != target)
+    if previous:  # a checkpoint of the same run holds the same tensors: its size is what the next one takes
+        need = sum(f.stat().st_size for f in previous[-1].rglob("*") if f.is_file())
+    else:
+        need = _tensor_bytes(model, optimizer)
+    free = shutil.disk_usage(root).free
+    kept = f"the last checkpoint {previous[-1].name} is intact" if previous else "no earlier checkpoint"
+    raise CheckpointWriteError(
+        f"{root}: checkpoint {target.name} not written: {_NO_SPACE[code]}; a checkpoint needs about "
+        f"{_size(need)} ({_size(free)} free there); {kept}"
+    ) from None
+
+
+def _tensor_bytes(model: Any, optimizer: Any) -> int:
+    """The bytes of the model's tensors and the optimizer's state (what dominates a checkpoint)."""
+    seen: set[int] = set()
+    total = 0
+    tensors = list(model.state_dict().values())
+    if optimizer is not None:
+        for entry in optimizer.state_dict().get("state", {}).values():
+            tensors += [v for v in entry.values() if isinstance(v, torch.Tensor)]
+    for t in tensors:
+        key = t.untyped_storage().data_ptr()
+        if key == 0 or key not in seen:
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _files(folder: Path) -> list[str]:
@@ -216,8 +328,10 @@ def has_checkpoints(run_dir: str | Path) -> bool:
     return os.path.lexists(root / "latest") or any(root.glob("step-*"))
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
+def latest_checkpoint(run_dir: str | Path, *, trust: bool | None = None) -> Path | None:
     """The newest checkpoint of a run, checked (``verify_checkpoint``); None when the run has none at all.
+
+    ``trust`` loads a checkpoint without a manifest (default: whether the caller is inside :func:`trusted`).
 
     Raises:
         InputError: one line, when ``checkpoints/latest`` is missing beside step folders, empty, unreadable, names
@@ -245,15 +359,16 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     path = root / name
     if path.is_symlink() or not path.is_dir():
         raise InputError(f"{path}: {'a symlink' if path.is_symlink() else 'missing'}; {pointer} must name a folder")
-    verify_checkpoint(path)
+    verify_checkpoint(path, trust=trust)
     return path
 
 
-def verify_checkpoint(path: str | Path) -> int:
+def verify_checkpoint(path: str | Path, *, trust: bool | None = None) -> int:
     """Check a checkpoint folder before anything in it is loaded; returns its step.
 
-    The manifest's hashes, when it has one (checkpoints written before manifests have none); ``checkpoint.json``
-    (a step that is a non-negative int, the folder's own N); the model's tensors (finite floating point).
+    The manifest's hashes (a checkpoint without a manifest is refused unless ``trust``, by default whether the
+    caller is inside :func:`trusted`); ``checkpoint.json`` (a step that is a non-negative int, the folder's own N);
+    the model's tensors (finite floating point).
 
     Raises:
         InputError: one line naming the file at fault.
@@ -264,8 +379,13 @@ def verify_checkpoint(path: str | Path) -> int:
     for inner in folder.rglob("*"):
         if inner.is_symlink():
             raise InputError(f"{inner}: a symlink inside a checkpoint (its files are written, never linked)")
-    if (folder / MANIFEST_FILE).exists():
+    if os.path.lexists(folder / MANIFEST_FILE):
         _check_manifest(folder)
+    elif not (_TRUST.get() if trust is None else trust):
+        raise InputError(
+            f"{folder / MANIFEST_FILE}: missing, so the checkpoint's files cannot be checked against what was saved "
+            "(milepost writes one with every checkpoint); pass --trust-checkpoint to load it anyway"
+        )
     step = _read_meta(folder)[0]
     _check_model(folder)
     return step
@@ -292,8 +412,9 @@ def _check_manifest(folder: Path) -> None:
             raise InputError(f"{folder / name}: sha256 differs from the checkpoint's manifest (changed since saved)")
 
 
-def _read_meta(folder: Path) -> tuple[int, dict[str, Any]]:
-    """``checkpoint.json``'s step and extra metadata, validated."""
+def _read_meta(folder: Path) -> tuple[int, dict[str, Any], int | None]:
+    """``checkpoint.json``'s step, extra metadata and ``optimizer_steps`` (None before it was recorded), validated;
+    the optimizer's step count is checked against the trainer state by :func:`load_checkpoint_state`."""
     at = folder / META_FILE
     if not at.is_file():
         raise InputError(f"{folder}: not a milepost checkpoint (no {META_FILE})")
@@ -301,8 +422,11 @@ def _read_meta(folder: Path) -> tuple[int, dict[str, Any]]:
         meta = json.loads(at.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InputError(f"{at}: unreadable ({' '.join(str(exc).split())[:120]})") from None
-    if not isinstance(meta, dict) or set(meta) - {"step", "extra"} or "step" not in meta:
+    if not isinstance(meta, dict) or set(meta) - {"step", "extra", "optimizer_steps"} or "step" not in meta:
         raise InputError(f"{at}: expected an object with a step and optional extra metadata")
+    counted = meta.get("optimizer_steps")
+    if counted is not None and (type(counted) is not int or counted < 0):
+        raise InputError(f"{at}: optimizer_steps must be a non-negative integer, not {json.dumps(counted)[:40]}")
     step, extra = meta["step"], meta.get("extra", {})
     if type(step) is not int or step < 0:  # bool is an int subclass: true is not a step
         raise InputError(f"{at}: step must be a non-negative integer, not {json.dumps(step)[:40]}")
@@ -311,7 +435,7 @@ def _read_meta(folder: Path) -> tuple[int, dict[str, Any]]:
         raise InputError(f"{at}: step {step} in the folder of step {int(named.group(1))}")
     if not isinstance(extra, dict):
         raise InputError(f"{at}: extra must be an object")
-    return step, extra
+    return step, extra, counted
 
 
 def _check_model(folder: Path) -> None:
@@ -361,7 +485,7 @@ def load_checkpoint_state(path: str | Path, last_step: int | None = None) -> tup
     tree_file, tensor_file = folder / STATE_TREE, folder / STATE_TENSORS
     if not tree_file.is_file() and (folder / LEGACY_STATE_FILE).exists():
         _refuse_pickle(folder)
-    step, extra = _read_meta(folder)
+    step, extra, counted = _read_meta(folder)
     if last_step is not None and step > last_step:
         raise InputError(f"{folder / META_FILE}: step {step}, past the run's last step {last_step}")
     for file in (tree_file, tensor_file):
@@ -377,8 +501,8 @@ def load_checkpoint_state(path: str | Path, last_step: int | None = None) -> tup
         if set(state) - {"optimizer", "scheduler", "rng", "extra_state"}:
             raise ValueError(f"unknown entries {sorted(set(state) - {'optimizer', 'scheduler', 'rng', 'extra_state'})}")
         _check_state(state)
-        if state["rng"] is not None:
-            _check_rng(state["rng"])
+        _check_steps(state, step, counted)
+        _check_rng(state["rng"])
         config_yaml = (folder / "config.yaml").read_text(encoding="utf-8") if (folder / "config.yaml").exists() else ""
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError, SafetensorError) as exc:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
@@ -388,8 +512,8 @@ def load_checkpoint_state(path: str | Path, last_step: int | None = None) -> tup
 
 # Optimizer and scheduler hyperparameters: (lowest, highest, whether the lowest is allowed).
 _RANGES: dict[str, tuple[float, float, bool]] = {
-    "lr": (0.0, math.inf, True),
-    "initial_lr": (0.0, math.inf, True),
+    "lr": (0.0, MAX_LR, True),
+    "initial_lr": (0.0, MAX_LR, True),
     "eps": (0.0, 1.0, False),
     "weight_decay": (0.0, math.inf, True),
     "momentum": (0.0, 1.0, True),
@@ -463,8 +587,75 @@ def _check_numbers(node: Any, where: str) -> None:
             _check_numbers(value, f"{where}[{i}]")
 
 
+def _check_steps(state: dict[str, Any], step: int, counted: int | None) -> None:
+    """Raise ``ValueError`` unless the optimizer's step count is the one ``checkpoint.json`` recorded at save
+    (``counted``), and a scheduler is at the checkpoint's step with the learning rates it sets (milepost steps its
+    scheduler once per optimizer step): another checkpoint's state, or a learning rate edited apart from its
+    schedule, is refused."""
+    optimizer, scheduler = state["optimizer"], state["scheduler"]
+    taken = _optimizer_steps(optimizer)
+    if counted is not None and taken != counted:
+        raise ValueError(
+            f"optimizer: {taken} steps taken, but {META_FILE} recorded {counted} at step {step} "
+            "(the state of another checkpoint?)"
+        )
+    if scheduler is None:
+        return
+    if not isinstance(scheduler, dict):
+        raise ValueError("scheduler: expected a state dict")
+    last = scheduler.get("last_epoch")
+    if type(last) is not int or last != step:
+        raise ValueError(f"scheduler.last_epoch = {last!r}, expected the checkpoint's step {step}")
+    if optimizer is None:
+        return
+    if taken != step:
+        raise ValueError(f"optimizer: {taken} steps taken at step {step} (one per scheduler step)")
+    groups = optimizer["param_groups"]
+    rates, bases = scheduler.get("_last_lr"), scheduler.get("base_lrs")
+    for name, values, key in (("_last_lr", rates, "lr"), ("base_lrs", bases, "initial_lr")):
+        if values is None:
+            continue
+        if not isinstance(values, list) or len(values) != len(groups):
+            raise ValueError(f"scheduler.{name} = {str(values)[:60]}, expected one rate per optimizer group")
+        for i, (rate, group) in enumerate(zip(values, groups, strict=True)):
+            if key in group and group[key] != rate:
+                raise ValueError(f"optimizer.param_groups[{i}].{key} = {group[key]!r}, but the scheduler's is {rate!r}")
+
+
+def check_learning_rate(state: dict[str, Any], checkpoint: Path, lr: float, weight_decay: float) -> None:
+    """Raise ``InputError`` unless every optimizer group of ``state`` has the run's constant ``lr`` and
+    ``weight_decay`` (RL's optimizer has no scheduler: the config sets both, and a resumed run keeps its config)."""
+    for i, group in enumerate((state.get("optimizer") or {}).get("param_groups", [])):
+        for name, want in (("lr", lr), ("weight_decay", weight_decay)):
+            if group.get(name) != want:
+                raise InputError(
+                    f"{checkpoint / STATE_TREE}: optimizer.param_groups[{i}].{name} = {group.get(name)!r}, but the "
+                    f"run's config sets {want!r}"
+                )
+
+
 def _check_rng(rng: Any) -> None:
-    """Raise unless ``rng`` restores (tried, then the current states put back), so resuming fails before training."""
+    """Raise unless ``rng`` is the shape :func:`rng_state` writes and restores (tried, then the current states
+    put back), so resuming fails before training."""
+    if not isinstance(rng, dict) or set(rng) != {"python", "numpy", "torch"}:
+        raise ValueError(f"rng: expected the python, numpy and torch generator states, not {str(rng)[:60]}")
+    py, npy, gen = rng["python"], rng["numpy"], rng["torch"]
+    if not isinstance(py, dict) or set(py) != {"version", "internal", "gauss"}:
+        raise ValueError("rng.python: expected version, internal and gauss")
+    internal = py["internal"]
+    if not (isinstance(internal, torch.Tensor) and internal.dtype == torch.int64 and tuple(internal.shape) == (625,)):
+        raise ValueError("rng.python.internal: expected 625 int64 words (Mersenne Twister state and position)")
+    if py["gauss"] is not None and type(py["gauss"]) is not float:
+        raise ValueError(f"rng.python.gauss = {py['gauss']!r}, expected a float or null")
+    if not isinstance(npy, dict) or set(npy) != {"kind", "key", "pos", "has_gauss", "cached_gaussian"}:
+        raise ValueError("rng.numpy: expected kind, key, pos, has_gauss and cached_gaussian")
+    key = npy["key"]
+    if npy["kind"] != "MT19937" or not (isinstance(key, torch.Tensor) and tuple(key.shape) == (624,)):
+        raise ValueError("rng.numpy: expected an MT19937 state of 624 words")
+    if not bool(((key >= 0) & (key < 2**32)).all()) or type(npy["pos"]) is not int or not 0 <= npy["pos"] <= 624:
+        raise ValueError("rng.numpy: key words must be 32-bit and pos in [0, 624]")
+    if not (isinstance(gen, torch.Tensor) and gen.dtype == torch.uint8 and gen.shape == torch.get_rng_state().shape):
+        raise ValueError("rng.torch: expected the CPU generator's uint8 state")
     current = rng_state()
     try:
         set_rng_state(rng)
@@ -473,7 +664,8 @@ def _check_rng(rng: Any) -> None:
 
 
 def write_run_config(run_dir: str | Path, config_yaml: str, *, resume: bool) -> None:
-    """Record the run's resolved config; refuse to resume a run directory made by another config."""
+    """Record the run's resolved config; refuse to resume a run directory made by another config. A start that
+    is not refused removes what killed checkpoint writes left (:func:`clear_stale_writes`)."""
     path = Path(run_dir) / "config.yaml"
     if path.exists():
         previous = path.read_text(encoding="utf-8")
@@ -485,6 +677,7 @@ def write_run_config(run_dir: str | Path, config_yaml: str, *, resume: bool) -> 
         raise InputError(f"{run_dir}: no checkpoint to resume (no checkpoints/latest); drop --resume to start the run")
     atomic_write_text(path, config_yaml)
     atomic_write_json(Path(run_dir) / "run.json", {"config": "config.yaml"})
+    clear_stale_writes(run_dir)  # the temporary folders of checkpoint writes a killed session left
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from milepost.rewards.milestone import segment_ends
 from milepost.rollout import RolloutSource, make_rollout_source, special_ids
 from milepost.tracking import Tracker
 from milepost.training.checkpoint import (
+    check_learning_rate,
     latest_checkpoint,
     load_checkpoint_state,
     restore_state,
@@ -495,6 +496,7 @@ class RLRun:
         """The optimizer, the iteration and MiRA's critics, curricula and phase outcomes of ``ckpt``."""
         cfg, fsdp, optimizer = self.cfg, self.fsdp, self.optimizer
         state, meta = load_checkpoint_state(ckpt, last_step=cfg.rl.iterations)
+        check_learning_rate(state, ckpt, cfg.rl.lr, cfg.rl.weight_decay)  # a constant rate: the config's
         load_optimizer = optimizer.load_state_dict if fsdp is None else fsdp.optimizer_loader(self.model, optimizer)
         restore_state("optimizer", load_optimizer, state["optimizer"], ckpt)
         self.start = meta.step

@@ -455,12 +455,11 @@ def _tensor_key_of(tree: dict[str, Any]) -> str:
 
 
 # Accepted on resume, and why that is harmless.
-HARMLESS = {
-    "manifest removed": "a checkpoint without a manifest (written before manifests) loads, with every value validated",
-}
+HARMLESS: dict[str, str] = {}  # issue 59: a checkpoint without a manifest is refused (--trust-checkpoint loads it)
 # Also accepted when the manifest is regenerated after the change (semantic validation alone), and why.
 HARMLESS_REGENERATED = {
     **HARMLESS,
+    "manifest removed": "the regenerated manifest lists the files as they are: nothing else was changed",
     "pickle planted beside the state": "trainer_state.pt is never read while the safetensors state is there",
     "a file added": "a file no loader reads",
     "a weights index planted": "transformers reads model.safetensors first and never opens the index",
