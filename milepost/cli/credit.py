@@ -9,6 +9,12 @@ A* = d(s_t) - d(s_t+1) - c_t from the environment's exact goal distance. Writes 
 
 ``milepost credit audit --policy SPEC --env ENV --data DIR --out DIR`` first plays the episodes (as ``milepost
 eval`` does, into ``DIR/episodes/``; a rerun resumes) and then audits them.
+
+``milepost credit audit --rollouts FILE --env ENV --data DIR --out DIR [--format milepost|verl|trl|verifiers]``
+audits another framework's rollouts: each line's task id, each turn's answer text and the framework's own
+advantage per turn (``milepost.evaluation.rollouts_import`` documents the JSONL and what each converter reads).
+The turns are replayed in the environment for their exact distances, and the framework's advantages are one
+more row of the table, ``imported``, beside milepost's estimators on the same turns.
 """
 
 from __future__ import annotations
@@ -41,6 +47,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--confidence", type=float, default=0.95, help="interval level (default 0.95)")
     a.add_argument("--critic-epochs", type=float, default=4.0, help="passes over a fold when training critics")
     a.add_argument("--seed", type=int, default=0)
+    a.add_argument(
+        "--rollouts", default=None, help="audit another framework's rollouts (JSONL; needs --env and --data)"
+    )
+    a.add_argument(
+        "--format",
+        default="milepost",
+        choices=("milepost", "verl", "trl", "verifiers"),
+        help="--rollouts file format: milepost's JSONL (default), verl's rollout dump, TRL's completions "
+        "log (parquet), verifiers' traces.jsonl",
+    )
     play = a.add_argument_group("play the episodes first (instead of RUN)")
     play.add_argument("--policy", default=None, help=policy_help())
     play.add_argument("--env", default=None, help=f"environment of --data: {env_names()}")
@@ -58,6 +74,8 @@ def _episodes_of(args: argparse.Namespace) -> list[tuple[str, Path, list]]:
     """(name, folder, episodes) of what to audit: RUN's folder(s), or the episodes played now."""
     from milepost.export import find_runs
 
+    if args.rollouts is not None:
+        raise InputError("give RUN, --policy or --rollouts, one of them")
     if args.run is not None:
         if args.policy is not None:
             raise InputError("give RUN or --policy/--env/--data, not both")
@@ -106,10 +124,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"credit audit: {msg}", file=sys.stderr)
 
     written = []
-    for name, folder, episodes in _episodes_of(args):
+    if args.rollouts is not None:
+        from milepost.evaluation.rollouts_import import IMPORTED, read_rollouts, replay
+
+        if args.run is not None or args.policy is not None:
+            raise InputError("give RUN, --policy or --rollouts, one of them")
+        if args.env is None or args.data is None:
+            raise InputError("--rollouts needs --env and --data (the tasks the rollouts played)")
+        rollouts = read_rollouts(args.rollouts, args.format)
+        episodes, advs = replay(rollouts, args.env, args.data)
+        say(f"{len(episodes)} rollouts replayed from {args.rollouts}")
+        extra = {IMPORTED: (advs, f"{args.format} rollouts' own advantages ({args.rollouts})")}
+        jobs = [("", Path(args.rollouts), episodes, extra)]
+    else:
+        jobs = [(name, folder, eps, {}) for name, folder, eps in _episodes_of(args)]
+    for name, folder, episodes, imported in jobs:
         target = out / name if name else out
         say(f"{len(episodes)} episodes from {folder}")
-        result = audit(episodes, settings, where=str(folder), progress=say)
+        result = audit(episodes, settings, where=str(folder), progress=say, imported=imported)
         files = write_report(result, target, title=str(folder))
         written.append(f"{target}/" + ", ".join(files))
         best = ", ".join(f"{n} {result['estimators'][n]['spearman']:.2f}" for n in result["ranking"][:3])

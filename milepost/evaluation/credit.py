@@ -28,7 +28,7 @@ import hashlib
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -381,9 +381,22 @@ def audit(
     *,
     where: str = "episodes",
     progress: Callable[[str], None] | None = None,
+    imported: Mapping[str, tuple[Sequence[torch.Tensor], str]] | None = None,
 ) -> dict[str, Any]:
-    """Score every estimator of ``settings`` against the exact per-turn progress of ``episodes``."""
-    episodes = [ep for ep in episodes if ep.turns]
+    """Score every estimator of ``settings`` against the exact per-turn progress of ``episodes``.
+
+    ``imported``: more rows, name -> (per episode the ``(T_i,)`` advantages another framework gave, a
+    description), scored and bootstrapped on the same turns as the estimators (``rollouts_import``).
+    """
+    extra = dict(imported or {})
+    for name, (advs, _) in extra.items():
+        if name in ESTIMATORS:
+            raise InputError(f"imported advantages named {name!r} would hide the estimator of that name")
+        if len(advs) != len(episodes) or any(len(a) != len(ep.turns) for a, ep in zip(advs, episodes)):
+            raise ValueError(f"imported advantages {name!r} do not match the episodes' turns")
+    keep = [i for i, ep in enumerate(episodes) if ep.turns]
+    extra = {n: ([advs[i] for i in keep], d) for n, (advs, d) in extra.items()}
+    episodes = [episodes[i] for i in keep]
     check_has_distance(episodes, where)
     say = progress or (lambda _msg: None)
     cfg = settings.config or TrainConfig()
@@ -405,10 +418,18 @@ def audit(
         progress_turns = t.delta > 0
         results[name]["mean_by_turn"] = _by_bucket(t.turn_index, adv, np.ones_like(progress_turns))
         results[name]["mean_progress_by_length"] = _by_bucket(t.length, adv, progress_turns)
+    for name, (advs, description) in extra.items():
+        adv = torch.cat([torch.as_tensor(a) for a in advs]).double().numpy()
+        flat[name] = adv
+        results[name] = _score(adv, t)
+        results[name]["description"] = description
+        results[name]["mean_by_turn"] = _by_bucket(t.turn_index, adv, np.ones_like(t.delta > 0))
+        results[name]["mean_progress_by_length"] = _by_bucket(t.length, adv, t.delta > 0)
+    names = (*settings.estimators, *extra)
     if settings.boot:
         say(f"bootstrap over tasks ({settings.boot} resamples)")
         rng = random.Random(settings.seed)
-        draws: dict[str, list[float]] = {name: [] for name in settings.estimators}
+        draws: dict[str, list[float]] = {name: [] for name in names}
         for _ in range(settings.boot):
             sample, index = _resample(episodes, rng)
             st = truth(sample)
@@ -418,11 +439,14 @@ def audit(
             for name in settings.estimators:
                 adv = torch.cat(estimator_advantages(name, sample, cfg, sub, settings.seed)).double().numpy()
                 draws[name].append(spearman(adv, st.a_star))
-        for name in settings.estimators:
+            for name, (advs, _) in extra.items():
+                adv = torch.cat([torch.as_tensor(advs[i]) for i in index]).double().numpy()
+                draws[name].append(spearman(adv, st.a_star))
+        for name in names:
             vals = [v for v in draws[name] if not math.isnan(v)]
             results[name]["spearman_interval"] = _percentile_interval(draws[name], settings.confidence)
             results[name]["spearman_boot_std"] = float(np.std(vals)) if vals else math.nan
-    ranking = sorted(settings.estimators, key=lambda n: -_nan_low(results[n]["spearman"]))
+    ranking = sorted(names, key=lambda n: -_nan_low(results[n]["spearman"]))
     deltas = t.delta
     return {
         "where": where,
