@@ -3,6 +3,7 @@ WebShop's own action grammar under ``profile: webshop`` and text_rich's opened m
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,11 @@ from milepost.datasets import load_tasks
 from milepost.envs.webshop.env import WebShopEnv
 from milepost.envs.webshop.goal import Requirement
 from milepost.envs.webshop.html.app import ShopSession
+from milepost.envs.webshop.original import read_catalogue
 from milepost.envs.webshop.reward import original_score, type_fields
 from milepost.envs.webshop.rules import order_of
 from milepost.envs.webshop.state import BACK, RESULTS, SEARCH, parse_action, parse_original, search_query
+from milepost.errors import InputError
 from milepost.types import Task
 from tests.envs.webshop.conftest import tasks_of
 from tests.envs.webshop.test_original import write_fixture
@@ -145,3 +148,16 @@ def test_back_to_search_clears_text_rich_s_opened_marks_as_webshop_s_session_doe
     while item["product_id"] not in env.state.clickables():
         obs, *_ = env.step("click[Next >]")
     assert marked not in obs and f"\n[button] {item['product_id']} [button_]\n" in obs
+
+
+def test_a_catalogue_converted_before_breadcrumbs_were_kept_is_refused_in_one_line(tmp_path: Path) -> None:
+    src = write_fixture(tmp_path / "webshop")
+    out = tmp_path / "data"
+    assert main(["data", "webshop", "--from-webshop", str(src), "--out", str(out)]) == 0
+    converted = json.loads((out / "catalogue.json").read_text())
+    assert converted["products"][0]["product_category"].count(" \u203a ") == 3  # the separators survive
+    converted["version"] = 1  # what milepost wrote before: breadcrumbs folded into one crumb
+    (out / "catalogue.json").write_text(json.dumps(converted))
+    with pytest.raises(InputError, match=r"catalogue\.json: converted by another milepost \(version 1") as err:
+        read_catalogue(out / "catalogue.json")
+    assert "\n" not in str(err.value)
