@@ -11,14 +11,17 @@ key                           meaning
 ``goal_distance``             d(s_0, g): the task's optimal distance in atomic actions
 ``remaining_distance``        d(s_t+1, g) after this step in the current mode's units; None in a dead end
 ``optimal_advantage``         A* = d(s_t) - d(s_t+1) - c_t of the step just taken, c_t = max(1, actions
-                              applied); -inf into a dead end (sent as None over JSON), 0 inside one
+                              applied); -inf into a dead end (sent as None over JSON), -c_t inside one
+                              (``evaluation.credit.truth``'s rule: no progress is possible, the cost stays)
 ``turn_rewards``              the environment's scalar reward of every turn so far, in order
 ``env_state_hash``            sha256 hex of the state's identity (``Rules.state_key`` where the game has
                               one, else its rendered state without feedback): equal states, equal hashes
 ============================  =========================================================================
 
-``step_conventions`` is pure over what ``TextEnv.step`` returns; :class:`ConventionTracker` keeps the running
-parts (the previous distance, the reward list) for an adapter that sees one step at a time.
+:class:`ConventionTracker` keeps the running parts (the previous distance, the reward list) for an adapter that
+sees one step at a time. :class:`ConventionsInfo` is the Gymnasium form: an opt-in wrapper that adds the keys to
+``info`` of ``reset`` and ``step`` (``milepost.types.StepInfo``, shared by every caller of the core environments,
+stays as it is); ``milepost.integrations.gym_vector.make_vec(..., conventions=True)`` wraps every sub-environment.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, SupportsFloat, TypedDict
+
+import gymnasium
 
 from milepost.envs.base import TextEnv
 from milepost.types import StepInfo
@@ -35,6 +40,7 @@ __all__ = [
     "CONVENTION_KEYS",
     "ConventionTracker",
     "Conventions",
+    "ConventionsInfo",
     "optimal_advantage",
     "state_hash",
 ]
@@ -69,9 +75,9 @@ def state_hash(env: TextEnv[Any, Any]) -> str:
 
 def optimal_advantage(before: int | None, after: int | None, actions_applied: int) -> float:
     """A*(s_t, a_t) = d(s_t) - d(s_t+1) - c_t with unit action cost (``evaluation.credit.truth``'s rule): 0 for
-    an optimal step, less for anything else, -inf into a dead end, 0 for a step already inside one."""
+    an optimal step, less for anything else, -inf into a dead end, -c_t for a step already inside one."""
     if before is None:
-        return 0.0
+        return -float(max(1, actions_applied))
     if after is None:
         return -math.inf
     return float(before - after - max(1, actions_applied))
@@ -110,3 +116,29 @@ class ConventionTracker:
             turn_rewards=list(self.turn_rewards),
             env_state_hash=state_hash(env),
         )
+
+
+class ConventionsInfo(gymnasium.Wrapper[str, str, str, str]):
+    """A milepost Gymnasium environment whose ``info`` also carries ``CONVENTION_KEYS`` (opt-in:
+    ``ConventionsInfo(gymnasium.make("milepost/Sudoku-v0", size=4))``)."""
+
+    def __init__(self, env: gymnasium.Env[str, str]) -> None:
+        super().__init__(env)
+        if not isinstance(env.unwrapped, TextEnv):
+            raise TypeError(f"ConventionsInfo wraps a milepost environment, not {type(env.unwrapped).__name__}")
+        self.tracker = ConventionTracker()
+
+    def _text_env(self) -> TextEnv[Any, Any]:
+        base = self.env.unwrapped
+        assert isinstance(base, TextEnv)
+        return base
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        conv = self.tracker.reset(self._text_env(), info)  # type: ignore[arg-type]
+        return obs, {**info, **conv}
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        conv = self.tracker.step(self._text_env(), float(reward), info)  # type: ignore[arg-type]
+        return obs, reward, terminated, truncated, {**info, **conv}

@@ -8,6 +8,10 @@ observation out of shared memory once, when the vector env is built (Gymnasium 1
 Farama-Foundation/Gymnasium#1164 for ``Dict`` spaces), so every later observation comes back as that stale,
 empty buffer (a string of the charset's first character). Observations must travel through the worker pipes
 instead: ``vector_kwargs={"shared_memory": False}``. :func:`make_vec` passes it for you.
+
+``make_vec(..., conventions=True)`` wraps every sub-environment in
+:class:`milepost.integrations.conventions.ConventionsInfo`, so the batched ``info`` also carries
+``goal_distance``, ``remaining_distance``, ``optimal_advantage``, ``turn_rewards`` and ``env_state_hash``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ def gym_id(env: str) -> str:
 
 
 def make_vec(
-    env: str, num_envs: int, mode: str = "sync", *, vector_kwargs: dict[str, Any] | None = None, **env_kwargs: Any
+    env: str,
+    num_envs: int,
+    mode: str = "sync",
+    *,
+    vector_kwargs: dict[str, Any] | None = None,
+    conventions: bool = False,
+    **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """``gymnasium.make_vec`` for a milepost environment, with the async transport that text needs.
 
@@ -43,6 +53,7 @@ def make_vec(
         num_envs: sub-environments; sub-env ``i`` is seeded ``seed + i`` by ``reset(seed=seed)``.
         mode: ``sync`` (one process) or ``async`` (one worker process per sub-environment).
         vector_kwargs: further arguments of ``SyncVectorEnv`` / ``AsyncVectorEnv``.
+        conventions: wrap each sub-environment in ``ConventionsInfo`` (the adapters' shared ``info`` keys).
         env_kwargs: the environment's own arguments (``size=4``, ``max_steps=...``).
 
     Raises:
@@ -57,6 +68,13 @@ def make_vec(
         if options.get("shared_memory"):
             raise InputError("async milepost envs cannot use shared_memory=True: Text observations would go stale")
         options["shared_memory"] = False
+    from milepost.integrations.conventions import ConventionsInfo
+
     return gymnasium.make_vec(
-        gym_id(env), num_envs=num_envs, vectorization_mode=mode, vector_kwargs=options, **env_kwargs
+        gym_id(env),
+        num_envs=num_envs,
+        vectorization_mode=mode,
+        vector_kwargs=options,
+        wrappers=[ConventionsInfo] if conventions else None,
+        **env_kwargs,
     )

@@ -9,7 +9,10 @@ extras=row_without_prompt_and_env_class)``, calls ``init(prompt)`` for the first
   milepost's turn-1 prompt (goal and answer format as the system message, the observation as the user message);
 * ``step`` passes the model's answer to the environment unchanged (milepost parses its ``ACTION:`` part) and
   returns the next observation as a user message, the environment's scalar reward, ``done`` on terminated or
-  truncated, and the separate reward terms and termination reason as metadata.
+  truncated, and as metadata the separate reward terms, the termination reason and the conventions every
+  milepost adapter reports (``milepost.integrations.conventions.CONVENTION_KEYS``: ``goal_distance``,
+  ``remaining_distance``, ``optimal_advantage``, ``turn_rewards``, ``env_state_hash``); ``init``'s metadata
+  carries them for the start state.
 
 ``register_skyrl_envs()`` registers ``milepost-sudoku``, ``milepost-rushhour`` and ``milepost-webshop``;
 :func:`dataset_rows` writes the rows a SkyRL dataset needs.
@@ -26,6 +29,7 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from milepost.agent.prompts import build_messages
 from milepost.envs import ENVS, make_env
 from milepost.errors import InputError
+from milepost.integrations.conventions import ConventionTracker
 from milepost.types import Task
 
 __all__ = ["MilepostTextEnv", "dataset_rows", "register_skyrl_envs", "skyrl_id"]
@@ -79,6 +83,7 @@ class MilepostTextEnv(BaseTextEnv):
         self.max_turns = int(self.env.max_steps)
         self.total_reward = 0.0
         self.info: dict[str, Any] = {}
+        self.conventions = ConventionTracker()
 
     def init(self, prompt: Any = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """Reset on the task; the conversation starts with milepost's own prompt (``prompt`` is not used: the
@@ -87,7 +92,7 @@ class MilepostTextEnv(BaseTextEnv):
         observation, info = self.env.reset(seed=self.seed, options=options)
         self.turns, self.total_reward, self.info = 0, 0.0, dict(info)
         messages = build_messages(self.env.goal_text(), observation)
-        return messages, {"task_id": self.env.task.task_id, "goal_distance": info["goal_distance"]}
+        return messages, {"task_id": self.env.task.task_id, **self.conventions.reset(self.env, info)}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         observation, reward, terminated, truncated, info = self.env.step(action)
@@ -102,6 +107,7 @@ class MilepostTextEnv(BaseTextEnv):
             "error": info["error"],
             "termination_reason": info["termination_reason"],
             "solved": bool(info["solved"]),
+            **self.conventions.step(self.env, float(reward), info),
         }
         return BaseTextEnvStepOutput(observations=messages, reward=float(reward), done=done, metadata=metadata)
 

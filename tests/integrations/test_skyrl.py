@@ -70,3 +70,26 @@ def test_refuses_a_task_of_another_environment() -> None:
     task = _task("rushhour", {})
     with pytest.raises(InputError, match="not sudoku"):
         MilepostTextEnv("sudoku", {"env_kwargs": {"size": 4}}, {"task": task.to_dict()})
+
+
+@pytest.mark.parametrize(("name", "kwargs"), CASES, ids=[c[0] for c in CASES])
+def test_step_metadata_carries_the_conventions(name: str, kwargs: dict) -> None:
+    """init and every step report goal_distance, remaining_distance, optimal_advantage (A*), turn_rewards and
+    env_state_hash: the oracle's A* is 0 throughout, a rejected answer's is -1 with the state's hash unchanged."""
+    from milepost.integrations.conventions import CONVENTION_KEYS
+
+    register_skyrl_envs()
+    task = _task(name, kwargs)
+    env = skyrl_gym.make(f"milepost-{name}", env_config={"env_kwargs": kwargs}, extras={"task": task.to_dict()})
+    _, meta = env.init()
+    assert set(CONVENTION_KEYS) <= set(meta) and meta["goal_distance"] == task.goal_distance
+    out = env.step("ACTION: not a move")
+    assert out["metadata"]["optimal_advantage"] == -1.0 and out["metadata"]["env_state_hash"] == meta["env_state_hash"]
+    oracle, rng, rewards = ScriptedPolicy("oracle"), random.Random(0), [out["reward"]]
+    while not out["done"]:
+        out = env.step(oracle.answer(env.env, rng))
+        rewards.append(out["reward"])
+        assert out["metadata"]["optimal_advantage"] == 0.0
+        assert out["metadata"]["turn_rewards"] == rewards
+    assert out["metadata"]["remaining_distance"] == 0 and out["metadata"]["solved"]
+    assert out["metadata"]["env_state_hash"] != meta["env_state_hash"]
