@@ -569,12 +569,22 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
+_UNION_FIELDS = {  # fields of several types: pydantic's first error names one member ("prompt.str: ...")
+    "prompt": "must be a string, a list of token ids (integers) or a list of one string",
+    "content": "must be a string or a list of content parts (objects)",
+}
+
+
 def _first_error(errors: Any) -> str:
     """One line from a pydantic error list: the field path and the complaint."""
     if not errors:
         return "invalid request"
     err = errors[0]
-    where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+    loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+    for i, part in enumerate(loc[:-1]):
+        if part in _UNION_FIELDS and not loc[i + 1].isdigit():  # the next part names a union member
+            return f"{'.'.join(loc[: i + 1])}: {_UNION_FIELDS[part]}"
+    where = ".".join(loc)
     return f"{where}: {err.get('msg', 'invalid value')}" if where else str(err.get("msg", "invalid request"))
 
 

@@ -113,6 +113,22 @@ def test_values_of_the_wrong_json_type_are_400s_not_coerced(
     assert error["param"] == param and error["message"].startswith(param) and "\n" not in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/completions", {"prompt": [True, 1]},
+         "prompt: must be a string, a list of token ids (integers) or a list of one string"),
+        ("/chat/completions", {"messages": [{"role": "user", "content": 5}]},
+         "messages.0.content: must be a string or a list of content parts (objects)"),
+    ],
+)  # fmt: skip
+def test_a_field_of_several_types_names_them_all(
+    server: BackgroundServer, path: str, body: dict[str, object], message: str
+) -> None:
+    r = httpx.post(f"{server.base_url}{path}", json=body, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["message"] == message
+
+
 def test_a_json_integer_still_fills_a_float_field(server: BackgroundServer) -> None:
     r = httpx.post(
         f"{server.base_url}/completions", json={"prompt": "hi", "max_tokens": 1, "temperature": 1}, timeout=60
