@@ -80,23 +80,27 @@ def import_original(webshop: Path, thefuzz: Path | None, tagger: Tagger) -> type
     return importlib.import_module("web_agent_site.engine.goal")
 
 
-def generated_requirements(seed: int, size: int, tasks: int, difficulty: str) -> list[Requirement]:
-    """The one-item requirements of the first ``tasks`` generated tasks of catalogue (seed, size, difficulty)."""
-    out: list[Requirement] = []
+def generated_requirements(seed: int, size: int, tasks: int, difficulty: str) -> list[tuple[Requirement, str]]:
+    """The one-item requirements of the first ``tasks`` generated tasks of catalogue (seed, size, difficulty), each
+    with the seed of its random purchases (``seed:index`` after the task's draw, the earlier runs' key; for
+    medium and hard prefixed by the difficulty)."""
+    out: list[tuple[Requirement, str]] = []
     index = 0
     while len(out) < tasks:
         task = generate_task(seed, index, 1, catalogue_seed=seed, catalogue_size=size, difficulty=difficulty)
         index += 1
         if task is not None:
-            out.append(Requirement.from_dict(task.payload["items"][0]))
+            key = f"{seed}:{index}" if difficulty == "easy" else f"{difficulty}:{seed}:{index}"
+            out.append((Requirement.from_dict(task.payload["items"][0]), key))
     return out
 
 
-def purchases(catalogue: Catalogue, reqs: list[Requirement], randoms: int, tag: str) -> list[Purchase]:
-    """(requirement, product, selection) triples as the module docstring lists them."""
+def purchases(catalogue: Catalogue, reqs: list[tuple[Requirement, str]], randoms: int) -> list[Purchase]:
+    """(requirement, product, selection) triples as the module docstring lists them; each requirement comes with
+    the seed of its random products."""
     products = catalogue.products
     out: list[Purchase] = []
-    for n, req in enumerate(reqs):
+    for req, key in reqs:
         target = products[catalogue.by_id[req.product_id]]
         wanted = dict(req.options)
         right = tuple(wanted.get(d) for d in target.dims)
@@ -106,7 +110,7 @@ def purchases(catalogue: Catalogue, reqs: list[Requirement], randoms: int, tag: 
             for v in values:
                 if v != wanted.get(dim):
                     out.append((req, target, (*right[:k], v, *right[k + 1 :])))
-        rng = random.Random(f"check:{tag}:{n + 1}")
+        rng = random.Random(f"check:{key}")
         family = [p for p in products if p.family == target.family and p.index != target.index]
         if not family:  # a loaded catalogue: each product is its own family
             family = [p for p in products if p.ptype == target.ptype and p.index != target.index][:6]
@@ -169,7 +173,7 @@ def amazon_breadcrumbs(p: Product) -> str:
     return BREADCRUMB.join((department, aisles[p.index % len(aisles)], p.ptype.title()))
 
 
-def write_webshop_files(catalogue: Catalogue, reqs: list[Requirement], folder: Path) -> None:
+def write_webshop_files(catalogue: Catalogue, reqs: list[tuple[Requirement, str]], folder: Path) -> None:
     """``catalogue`` and one human instruction per requirement in WebShop's file format (items_shuffle_N.json,
     items_ins_v2_N.json, items_human_ins.json), each product with ``amazon_breadcrumbs``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -183,7 +187,7 @@ def write_webshop_files(catalogue: Catalogue, reqs: list[Requirement], folder: P
     ins = {p.pid: {"attributes": list(p.attributes), "instruction": p.title,
                    "instruction_attributes": list(p.attributes)} for p in catalogue.products}  # fmt: skip
     human: dict[str, list[dict[str, Any]]] = {}
-    for req in reqs:
+    for req, _ in reqs:
         human.setdefault(req.product_id, []).append(
             {"asin": req.product_id, "instruction": req.phrase(), "instruction_attributes": list(req.attributes),
              "instruction_options": [v for _, v in req.options]}
@@ -247,9 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_webshop is not None:
         loaded = load_webshop(args.from_webshop, seed=args.catalogue_seed)
         catalogue = loaded.catalogue
-        reqs = [req for req, _ in loaded.goals][: args.tasks]
+        goals = loaded.goals[: args.tasks]
+        reqs = [(req, f"loaded:{args.catalogue_seed}:{n}") for n, (req, _) in enumerate(goals)]
         raw = file_fields(args.from_webshop)
-    rows = purchases(catalogue, reqs, args.randoms, f"{args.catalogue_seed}:{args.difficulty}")
+    rows = purchases(catalogue, reqs, args.randoms)
     same = exact_same = tagger_same = wrong_full = 0
     diffs: list[dict[str, Any]] = []
     for req, bought, sel in rows:
