@@ -209,3 +209,36 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path: Path, capsys: pytest.Capt
     assert main(["openenv", "--env", "rushhour", "--data", str(data)]) == 2
     assert "not rushhour" in capsys.readouterr().err
     assert main(["openenv", "--env", "sudoku", "--api-key-env", "MILEPOST_NO_SUCH_VAR_X"]) == 2
+
+
+def test_openenvs_own_runtime_validator_passes_the_server(tmp_path: Path) -> None:
+    """``openenv validate --url``'s checks (openenv/cli/_validation.py: validate_running_environment)."""
+    from openenv.cli._validation import validate_running_environment
+
+    data, _ = _dataset(tmp_path, "webshop", {})
+    with _server(build_app("webshop", data)) as url:
+        report = validate_running_environment(url)
+    assert report["passed"], [c for c in report["criteria"] if not c["passed"]]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_each_environment_has_a_manifest_naming_an_app_that_builds(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "deploy" / "openenv"
+    manifest = yaml.safe_load((root / name / "openenv.yaml").read_text(encoding="utf-8"))
+    assert manifest["name"] == f"milepost-{name}" and manifest["runtime"] == "fastapi" and manifest["port"] == 8000
+    module, _, attr = manifest["app"].partition(":")
+    data, _ = _dataset(tmp_path, name, dict(CASES)[name])
+    monkeypatch.setenv("MILEPOST_ENV", name)
+    monkeypatch.setenv("MILEPOST_DATA", str(data))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    app = getattr(importlib.import_module(module), attr)
+    with _server(app) as url:
+        assert httpx.get(f"{url}/metadata").json()["name"] == f"milepost-{name}"
+    assert "--env" in (root / "Dockerfile").read_text(encoding="utf-8")
