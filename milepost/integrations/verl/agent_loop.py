@@ -20,6 +20,12 @@ per-turn rewards, milestones and format penalties included) unless the sample re
 ``_val_metrics_update`` (verl/trainer/ppo/v1/trainer_base.py, verl 0.9.1) makes ``acc`` the ``val-core`` variable
 when present, read from ``extra_fields["reward_extra_info"]``. The loop reports ``acc`` = 1.0 when solved, so
 ``val-core/.../acc/mean@N`` is the success rate.
+
+Conventions (``milepost.integrations.conventions``, the keys every milepost adapter reports): the sample's
+``extra_fields["turn_rewards"]`` is the environment's reward of every turn, and ``extra_fields["conventions"]``
+holds T + 1 records, the start state's (as ``reset`` reports it) and then one per turn, each with
+``goal_distance``, ``remaining_distance``, ``optimal_advantage`` (A* of that turn; None into a dead end),
+``turn_rewards`` (so far) and ``env_state_hash`` (of the state after the turn).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from milepost.agent.loop import Job, episode_seed
 from milepost.agent.prompts import ANSWER_FORMAT, build_messages
 from milepost.config import load_config
 from milepost.envs import make_env
+from milepost.integrations.conventions import ConventionTracker
 from milepost.integrations.verl.turns import place_turn_rewards
 from milepost.training.config import TrainConfig
 from milepost.training.mira import step_rewards, trajectory_rewards
@@ -90,6 +97,8 @@ class MilepostAgentLoop(AgentLoopBase):
         env = make_env(task.env, **env_kwargs)
         seed = episode_seed(cfg.seed, Job(task, int(kwargs.get("session_id", 0))))
         obs, info = env.reset(seed=seed, options={"task": task})
+        tracker = ConventionTracker()
+        conventions: list[dict[str, Any]] = [dict(tracker.reset(env, info))]
         goal = env.goal_text()
         messages = build_messages(goal, obs, (), None, ANSWER_FORMAT)
         runtime_ids: list[int] = await self.ct_build_initial_tokens(messages)
@@ -125,6 +134,7 @@ class MilepostAgentLoop(AgentLoopBase):
             text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             obs_before = obs
             obs, reward, terminated, truncated, info = env.step(text)
+            conventions.append(dict(tracker.step(env, float(reward), info)))
             turns.append(
                 Turn(
                     index=len(turns),
@@ -188,6 +198,8 @@ class MilepostAgentLoop(AgentLoopBase):
                 "reward_extra_info": {"acc": 1.0 if episode.success else 0.0},
                 "turn_scores": [t + s for t, s in zip(traj, step)],
                 "tool_rewards": [],
+                "turn_rewards": list(tracker.turn_rewards),
+                "conventions": conventions,
                 "milepost": {
                     "task_id": task.task_id,
                     "success": episode.success,
