@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         rollouts = read_rollouts(args.rollouts, args.format)
         episodes, advs = replay(rollouts, args.env, args.data)
         say(f"{len(episodes)} rollouts replayed from {args.rollouts}")
-        extra = {IMPORTED: (advs, f"{args.format} rollouts' own advantages ({args.rollouts})")}
+        extra = {IMPORTED: (advs, f"the rollouts' own advantages ({args.format} format, {args.rollouts})")}
         jobs = [("", Path(args.rollouts), episodes, extra)]
     else:
         jobs = [(name, folder, eps, {}) for name, folder, eps in _episodes_of(args)]
