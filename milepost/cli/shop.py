@@ -8,7 +8,9 @@ loads a recorded episode of that task (``--episode`` picks the line; default the
 
 Binds 127.0.0.1 unless told otherwise, and warns when bound beyond loopback: the shop has no login. Each browser
 gets its own episode (a session cookie); requests naming another host (DNS rebinding) or posted from another
-site's page are refused; ``--allow-host NAME`` accepts a DNS name the shop is reached under.
+site's page are refused; ``--allow-host NAME`` accepts a DNS name the shop is reached under. A new browser never
+takes an episode in play (when all are, it gets a 503), no other site may frame the page, and a client gets
+``--read-timeout`` seconds for a request's headers and again for its body.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from milepost.types import Task
 DIFFICULTIES = ("easy", "medium", "hard")
 PROFILES = ("milepost", "webshop")
 DEFAULT_PROFILE = "milepost"
+READ_TIMEOUT_S = 30.0  # milepost.serve.limits.READ_TIMEOUT_S, literal for the same reason
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +68,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="NAME",
         help="a host name the shop may be reached under besides loopback and its address (repeatable)",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=READ_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds for a request's headers, and again for its body (default {READ_TIMEOUT_S:g})",
     )
     p.set_defaults(func=run)
 
@@ -132,22 +142,28 @@ def serve(
     allowed_hosts: Sequence[str] = (),
     explain: Callable[[str], tuple[str, str]] | None = None,
     profile: str = DEFAULT_PROFILE,
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> int:
     """Serve ``task``'s shop (with ``replay``'s answers behind "Replay next step") until interrupted; ``explain``
     splits an answer into its action and reasoning for the page's list of steps (default: the shop's own).
 
     Raises:
-        InputError: one line, for missing extras, a port outside 0..65535, a busy port or an unknown address.
+        InputError: one line, for missing extras, a port outside 0..65535, a busy port, an unknown address or a
+            read timeout that is not positive.
     """
+    if not read_timeout_s > 0:  # also refuses nan
+        raise InputError(f"--read-timeout must be positive, got {read_timeout_s:g}")
     try:
         from milepost.envs.webshop.html import create_app
         from milepost.serve.runner import bind_socket, is_loopback, serve_forever
     except ImportError as exc:
         raise InputError(f"the web shop needs the serve and web extras (fastapi, uvicorn, jinja2): {exc}") from None
     app = (
-        create_app(task, replay, allowed_hosts=allowed_hosts, profile=profile)
+        create_app(task, replay, allowed_hosts=allowed_hosts, profile=profile, read_timeout_s=read_timeout_s)
         if explain is None
-        else create_app(task, replay, allowed_hosts=allowed_hosts, explain=explain, profile=profile)
+        else create_app(
+            task, replay, allowed_hosts=allowed_hosts, explain=explain, profile=profile, read_timeout_s=read_timeout_s
+        )
     )
     if not is_loopback(host):
         print(f"milepost: warning: serving the shop on {host}: anyone who can reach it can use it", file=sys.stderr)
@@ -156,7 +172,7 @@ def serve(
         shown = f"[{host}]" if ":" in host else host
         bound = sock.getsockname()[1]
         print(f"milepost shop: task {task.task_id} (goal distance {task.goal_distance}) on http://{shown}:{bound}/")
-        serve_forever(app, sock, log_level="warning")
+        serve_forever(app, sock, log_level="warning", header_timeout_s=read_timeout_s)
     finally:
         sock.close()
     return 0
@@ -165,4 +181,5 @@ def serve(
 def run(args: argparse.Namespace) -> int:
     task = pick_task(args)
     replay = replay_texts(args.replay, task, args.episode) if args.replay else None
-    return serve(task, replay, args.host, args.port, args.allow_host, profile=args.profile)
+    read_timeout = getattr(args, "read_timeout", READ_TIMEOUT_S)  # callers building a Namespace may leave it out
+    return serve(task, replay, args.host, args.port, args.allow_host, profile=args.profile, read_timeout_s=read_timeout)

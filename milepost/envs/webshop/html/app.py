@@ -7,18 +7,24 @@ rewards and subgoal events. ``/state.json`` reports the episode (for tests and s
 text environment never imports it.
 
 Who may drive it: each client (browser) gets its own episode, keyed by a random ``SameSite=Strict`` session
-cookie; at most ``max_sessions`` are kept, the least recently used dropped first. A request is refused unless
+cookie; at most ``max_sessions`` are kept. A new client never takes another's episode in play: to make room it
+drops the least recently used episode that has taken no step (nothing is lost: a new one is the same) or, failing
+that, one idle for ``session_idle_s``; when every episode is in play it gets a 503, so requests without a cookie
+cannot evict a user's episode. Every answer says ``X-Frame-Options: DENY`` and ``frame-ancestors 'none'``: no
+other page may frame the shop and click its buttons for the user. A request is refused unless
 its ``Host`` header names this server (a loopback name, the address the connection arrived on, or an
 ``allowed_hosts`` name) with the port it arrived on: a page served elsewhere cannot reach the shop through DNS
 rebinding. A POST whose ``Origin`` is another site's (or ``null``) is refused, so a page the user visits
 cannot drive or reset the shop. Bodies over ``max_body_bytes`` get a 413, actions over ``max_action_chars`` a
-400, and an episode keeps its last ``max_history`` events.
+400, a body not received within ``read_timeout_s`` a 408 (``milepost.serve.limits``), and an episode keeps its
+last ``max_history`` events.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import time
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -27,6 +33,7 @@ from typing import Any
 import jinja2
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.requests import ClientDisconnect
 
 from milepost.envs.actions import action_segment
 from milepost.envs.base import MAX_ACTION_CHARS
@@ -37,12 +44,15 @@ from milepost.envs.webshop.html.template import PAGE
 from milepost.envs.webshop.profile import get_profile
 from milepost.envs.webshop.search import PAGE_SIZE
 from milepost.envs.webshop.state import ITEM, RESULTS, TAB, ShopState
+from milepost.serve.limits import READ_TIMEOUT_S, BodyDeadline
 from milepost.types import StepInfo, Task
 
 COOKIE = "milepost_shop"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 MAX_BODY_BYTES = 64 * 1024  # a form of one action of MAX_ACTION_CHARS, percent-encoded, fits several times
 MAX_SESSIONS = 64
+SESSION_IDLE_S = 1800.0  # an episode untouched this long may make room for a new client
+FRAME_HEADERS = {"x-frame-options": "DENY", "content-security-policy": "frame-ancestors 'none'"}  # clickjacking
 MAX_HISTORY = 1000  # events kept per episode; the step budget ends an episode long before
 
 
@@ -79,7 +89,13 @@ class ShopSession:
         self.env = WebShopEnv(size=task.size, profile=profile)
         self.replay = list(replay) if replay is not None else None
         self.max_history = max_history
+        self.used = time.monotonic()  # when its client last asked for it
         self.reset()
+
+    @property
+    def untouched(self) -> bool:
+        """No step taken since the episode began: dropping it loses nothing."""
+        return self.info["steps"] == 0 and self.replay_pos == 0
 
     def reset(self) -> None:
         _, self.info = self.env.reset(options={"task": self.task})
@@ -195,6 +211,8 @@ def create_app(
     max_history: int = MAX_HISTORY,
     explain: Explain = literal_explain,
     profile: str = "milepost",
+    session_idle_s: float = SESSION_IDLE_S,
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> FastAPI:
     """The FastAPI app of one task's shop, one episode per client (see the module docstring for the checks).
 
@@ -205,10 +223,13 @@ def create_app(
             a connection arrived on (for a shop served under a DNS name).
         max_body_bytes: larger request bodies get a 413.
         max_action_chars: longer actions (or search queries) get a 400.
-        max_sessions: episodes kept at once; a new client beyond them replaces the least recently used.
+        max_sessions: episodes kept at once; a new client beyond them replaces the least recently used episode
+            that has taken no step or has been idle ``session_idle_s`` seconds, and gets a 503 when there is none.
         max_history: events of an episode kept for ``/state.json``.
         explain: splits an answer into its action and the agent's reasoning, for the page's list of steps.
         profile: the shop's rules and reward, ``milepost`` (default) | ``webshop`` (``milepost.envs.webshop.profile``).
+        session_idle_s: seconds after its last request an episode in play may be dropped for a new client.
+        read_timeout_s: seconds a client has to send a request's body after its headers (else a 408).
 
     Raises:
         ValueError: when a limit is not positive.
@@ -223,6 +244,9 @@ def create_app(
     ):
         if value < 1:
             raise ValueError(f"{label} must be >= 1, got {value}")
+    for label, seconds in (("session_idle_s", session_idle_s), ("read_timeout_s", read_timeout_s)):
+        if not seconds > 0:
+            raise ValueError(f"{label} must be > 0, got {seconds}")
     template = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined).from_string(PAGE)
     names = LOOPBACK_NAMES | {h.lower().strip("[]") for h in allowed_hosts}
     sessions: OrderedDict[str, ShopSession] = OrderedDict()
@@ -256,17 +280,42 @@ def create_app(
 
     app = FastAPI(title="milepost shop", docs_url=None, redoc_url=None, openapi_url=None, dependencies=[Depends(guard)])
     app.state.sessions = sessions
+    app.add_middleware(
+        BodyDeadline,
+        timeout_s=read_timeout_s,
+        # the forms' own limit is checked as they are read; this one only keeps a slow or huge body out
+        max_bytes=max_body_bytes,
+        refuse=lambda status, message: JSONResponse({"error": message}, status_code=status),
+    )
+
+    @app.middleware("http")
+    async def _not_framed(request: Request, call_next: Callable[[Request], Any]) -> Response:
+        response: Response = await call_next(request)
+        response.headers.update(FRAME_HEADERS)
+        return response
 
     def session_of(request: Request) -> tuple[ShopSession, str | None]:
         """The client's episode, and the new cookie to set when it had none (or one no longer kept)."""
+        now = time.monotonic()
         key = request.cookies.get(COOKIE, "")
         if key in sessions:
             sessions.move_to_end(key)
+            sessions[key].used = now
             return sessions[key], None
+        if len(sessions) >= max_sessions:
+            # Oldest first (the dict is in order of use): one that lost nothing, else one left idle.
+            spare = next((k for k, s in sessions.items() if s.untouched), None) or next(
+                (k for k, s in sessions.items() if now - s.used >= session_idle_s), None
+            )
+            if spare is None:
+                raise HTTPException(
+                    503,
+                    f"the shop is full: all {max_sessions} episodes are in play; retry later",
+                    headers={"Retry-After": "60"},
+                )
+            del sessions[spare]
         key = secrets.token_urlsafe(16)
         sessions[key] = ShopSession(task, replay, max_history, explain, profile)
-        while len(sessions) > max_sessions:
-            sessions.popitem(last=False)
         return sessions[key], key
 
     def answer(response: Response, new_key: str | None) -> Response:
@@ -282,10 +331,13 @@ def create_app(
         if declared.isdigit() and int(declared) > max_body_bytes:
             raise HTTPException(413, f"request body over the {max_body_bytes}-byte limit")
         raw = bytearray()
-        async for chunk in request.stream():  # counted as it arrives: a chunked body declares no length
-            raw += chunk
-            if len(raw) > max_body_bytes:
-                raise HTTPException(413, f"request body over the {max_body_bytes}-byte limit")
+        try:
+            async for chunk in request.stream():  # counted as it arrives: a chunked body declares no length
+                raw += chunk
+                if len(raw) > max_body_bytes:
+                    raise HTTPException(413, f"request body over the {max_body_bytes}-byte limit")
+        except ClientDisconnect:  # the client left mid-body: nobody reads the answer, and nothing was done
+            raise HTTPException(400, "the client closed the request before its body ended") from None
         # The forms are urlencoded; parsed here so the page needs no python-multipart.
         values = urllib.parse.parse_qs(raw.decode("utf-8", errors="replace"), keep_blank_values=True).get(name, [""])
         if len(values[0]) > max_action_chars:
@@ -294,7 +346,7 @@ def create_app(
 
     @app.exception_handler(HTTPException)
     async def _refused(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
     @app.get("/", response_class=HTMLResponse)
     async def page(request: Request) -> Response:
