@@ -41,7 +41,7 @@ from openenv.core.env_client import EnvClient
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
-from pydantic import Field
+from pydantic import Field, ValidationError, ValidatorFunctionWrapHandler, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -74,6 +74,16 @@ class MilepostAction(Action):
     """One answer of the model, as it wrote it (milepost parses its ``ACTION:`` part)."""
 
     text: str = Field(description="the model's answer text; the environment parses its ACTION: part")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _log_refusal(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # OpenEnv validates actions itself (422 over HTTP, an error frame on the WebSocket) and logs neither.
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            log.warning("refused: a malformed action (%d problem(s): %s)", exc.error_count(), exc.errors()[0]["msg"])
+            raise
 
 
 class MilepostObservation(Observation):

@@ -242,3 +242,65 @@ def test_each_environment_has_a_manifest_naming_an_app_that_builds(
     with _server(app) as url:
         assert httpx.get(f"{url}/metadata").json()["name"] == f"milepost-{name}"
     assert "--env" in (root / "Dockerfile").read_text(encoding="utf-8")
+
+
+def test_a_malformed_or_oversized_websocket_message_ends_only_its_own_request_or_session(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """OpenEnv's generic client sends what it is given: a malformed action is an error frame (the session lives
+    on, one log line), a frame over the size limit closes that session only, and past --max-sessions a new
+    session is refused without evicting the open ones."""
+    from openenv.core.generic_client import GenericEnvClient
+
+    data, tasks = _dataset(tmp_path, "sudoku", {"size": 4})
+    with _server(build_app("sudoku", data, env_kwargs=ENV_KWARGS, max_sessions=2)) as url:
+        a, b = GenericEnvClient(base_url=url).sync(), MilepostEnvClient(base_url=url).sync()
+        a.reset(task_id=tasks[0].task_id)
+        b.reset(task_id=tasks[1].task_id)
+        with (
+            caplog.at_level("WARNING", logger="milepost.openenv"),
+            pytest.raises(RuntimeError, match="VALIDATION_ERROR"),
+        ):
+            a.step({"txt": "ACTION: value(1, r1c1)"})
+        assert [r.getMessage() for r in caplog.records if "malformed action" in r.getMessage()]
+        assert a.step({"text": "nonsense"}).observation["metadata"]["task_id"] == tasks[0].task_id
+        with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+            MilepostEnvClient(base_url=url).sync().reset(task_id=tasks[0].task_id)
+        with pytest.raises(Exception):  # noqa: B017 - the websockets library's ConnectionClosed
+            a.step({"text": "x" * (2 << 20)})
+        assert b.step(MilepostAction(text="nonsense")).observation.metadata["task_id"] == tasks[1].task_id
+        b.close()
+
+
+def test_many_concurrent_sessions_each_play_their_own_episode(tmp_path: Path) -> None:
+    """Sixteen async sessions at once, four on each of four seeded tasks, each an oracle episode: every one is
+    solved, with its own task id, and the sessions of one task play identical episodes."""
+    import asyncio
+
+    data, _ = _dataset(tmp_path, "rushhour", {})
+
+    async def play(url: str, i: int) -> tuple[str, int, list[float]]:
+        local = make_env("rushhour", **ENV_KWARGS)
+        local.reset(seed=300 + i)
+        async with MilepostEnvClient(base_url=url) as client:
+            result = await client.reset(seed=300 + i)
+            rng, turns = random.Random(i), 0
+            while not result.done:
+                answer = ScriptedPolicy("oracle").answer(local, rng)
+                local.step(answer)
+                result = await client.step(MilepostAction(text=answer))
+                turns += 1
+            meta = result.observation.metadata
+            assert meta["solved"] and meta["task_id"] == local.task.task_id
+            return meta["task_id"], turns, meta["turn_rewards"]
+
+    async def main(url: str) -> list[tuple[str, int, list[float]]]:
+        return await asyncio.gather(*(play(url, i % 4) for i in range(16)))
+
+    with _server(build_app("rushhour", data, env_kwargs=ENV_KWARGS)) as url:
+        results = asyncio.run(main(url))
+    by_task: dict[str, set[tuple[int, tuple[float, ...]]]] = {}
+    for task_id, turns, rewards in results:
+        assert len(rewards) == turns
+        by_task.setdefault(task_id, set()).add((turns, tuple(rewards)))
+    assert len(by_task) == 4 and all(len(v) == 1 for v in by_task.values())  # same seed, same episode
