@@ -23,10 +23,11 @@ Converters (``--format``) map what three frameworks actually write onto the same
 - ``verl``: the trainer's rollout dump (``trainer.rollout_data_dir``): ``RayPPOTrainer._dump_generations``
   (verl/trainer/ppo/ray_trainer.py, commit b178a3c) writes ``{step}.jsonl`` lines with ``input`` (decoded
   prompt), ``output`` (decoded response), ``gts``, ``score`` (the sum of ``token_level_scores``), ``step`` and
-  the reward's extra infos. It writes no advantage and no turn boundary: turns are the assistant spans of the
-  decoded ``output`` (milepost's agent loop appends each observation as a ChatML user message, which decodes
-  with special tokens skipped to ``\\nuser\\n ... \\nassistant\\n``), and the imported advantage is the
-  sample's ``score``, the same on every turn (an outcome score, not an advantage: say so when you read it).
+  the reward's extra infos. It writes no advantage and no turn boundary: milepost's agent loop appends each
+  observation as a user message (``[Rejected: ERROR\\n]Current observation:\\nOBS``), so the replay cuts each
+  answer off where the observation it produces begins, whatever the chat template left around it once decoded
+  with special tokens skipped; the imported advantage is the sample's ``score``, the same on every turn (an
+  outcome score, not an advantage: say so when you read it).
 - ``trl``: GRPOTrainer's completions log (``log_completions=True``): ``GRPOTrainer.log``
   (trl/trainer/grpo_trainer.py, TRL 1.16.0) writes ``OUTPUT_DIR/completions/completions_NNNNN.parquet`` with
   columns ``step``, ``prompt``, ``completion``, one per reward function, the ``log_extra`` columns and
@@ -80,6 +81,8 @@ class Rollout:
     texts: list[str]
     advantages: list[float]
     sample: int | None = None
+    output: str | None = None  # verl: the decoded response, cut into turns by the replay
+    score: float = 0.0  # verl: the sample's score, every turn's imported advantage
 
 
 def _refuse_constant(name: str) -> float:
@@ -148,25 +151,40 @@ def read_milepost(path: Path) -> list[Rollout]:
     return out
 
 
-# ChatML decoded with special tokens skipped: "<|im_end|>\n<|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n"
-_CHATML_USER = re.compile(r"\n?user\n.*?\nassistant\n", re.DOTALL)
-
-
 def read_verl(path: Path) -> list[Rollout]:
-    """verl's rollout dump, ``{step}.jsonl`` (module docstring)."""
+    """verl's rollout dump, ``{step}.jsonl`` (module docstring). The turns are cut out of ``output`` during the
+    replay (:func:`_split_turns`), which knows the observation that follows each answer."""
     out = []
     for where, obj in _lines(path):
         output, prompt = obj.get("output"), obj.get("input")
         if not isinstance(output, str) or not isinstance(prompt, str):
             raise InputError(f"{where}: a verl dump line needs string input and output")
         score = _finite(obj.get("score"), where, "score")
-        texts = [t for t in _CHATML_USER.split(output)]
-        # The last observation follows the last answer and no assistant span after it: drop it.
-        tail = re.split(r"\n?user\n", texts[-1], maxsplit=1)
-        texts[-1] = tail[0]
         task_id = obj.get("task_id")
-        out.append(Rollout(where, task_id if isinstance(task_id, str) else None, prompt, texts, [score] * len(texts)))
+        tid = task_id if isinstance(task_id, str) else None
+        out.append(Rollout(where, tid, prompt, [], [], output=output, score=score))
     return out
+
+
+OBSERVATION = "Current observation:\n"  # milepost.agent.prompts.build_messages: the user message's observation
+REJECTED = "Rejected: "  # milepost.integrations.verl.agent_loop.observation_message: the rejection before it
+_ROLE_LINE = re.compile(r"^\s*(assistant|user)\s*$")
+
+
+def _next_message(rest: str) -> int:
+    """Where the next observation message begins in a decoded verl response (-1: none)."""
+    found = [i for i in (rest.find(REJECTED), rest.find(OBSERVATION)) if i >= 0]
+    return min(found) if found else -1
+
+
+def _strip_scaffold(answer: str) -> str:
+    """An answer without the template's leftovers around it (blank lines, ChatML role words on their own line)."""
+    lines = answer.split("\n")
+    while lines and (not lines[0].strip() or _ROLE_LINE.match(lines[0])):
+        lines.pop(0)
+    while lines and (not lines[-1].strip() or _ROLE_LINE.match(lines[-1])):
+        lines.pop()
+    return "\n".join(lines)
 
 
 def _content(message: Any) -> str:
@@ -343,23 +361,30 @@ def replay(
     for r, task in zip(rollouts, chosen):
         if task.env != env:
             raise InputError(f"{r.where}: task {task.task_id} is a {task.env} task, not {env}")
-        game = make_env(env, **{**kwargs, "size": task.size, "max_steps": len(r.texts)})
+        budget = len(r.texts) if r.output is None else r.output.count(OBSERVATION) + 1
+        game = make_env(env, **{**kwargs, "size": task.size, "max_steps": max(1, budget)})
         obs, info = game.reset(options={"task": task})
         turns: list[Turn] = []
         terminated = truncated = False
-        for k, text in enumerate(r.texts):
+        rest = r.output
+        texts = list(r.texts)
+        k = 0
+        while k < len(texts) or rest is not None:
+            if rest is not None:  # verl: the answer runs up to the observation message that follows it
+                cut = _next_message(rest)
+                texts.append(_strip_scaffold(rest if cut < 0 else rest[:cut]))
             if terminated or truncated:
                 raise InputError(
-                    f"{r.where}: the episode ended at turn {k} of {len(r.texts)} (the actions do not replay)"
+                    f"{r.where}: the episode ended at turn {k} of {len(texts)} (the actions do not replay)"
                 )
             key = game.state_key()
             before = obs
-            obs, reward, terminated, truncated, info = game.step(text)
+            obs, reward, terminated, truncated, info = game.step(texts[k])
             turns.append(
                 Turn(
                     index=k,
                     observation=before,
-                    text=text,
+                    text=texts[k],
                     actions=list(info["actions"]),
                     reward=float(reward),
                     reward_terms=info["reward_terms"],
@@ -372,6 +397,22 @@ def replay(
                     state_key="" if key is None else repr(key),
                 )
             )
+            k += 1
+            if rest is not None:
+                message = (f"{REJECTED}{info['error']}\n" if info["error"] else "") + OBSERVATION + obs
+                if cut < 0 or terminated or truncated:
+                    rest = None  # the response ends here (the last observation, or cut at the length budget)
+                elif not rest[cut:].startswith(message):
+                    raise InputError(
+                        f"{r.where}: turn {k}'s observation in the dump is not the replay's (another task, or "
+                        "the turns do not replay)"
+                    )
+                else:
+                    rest = rest[cut + len(message) :]
+                    if not rest.strip():
+                        rest = None
+        if r.output is not None:
+            r.texts, r.advantages = texts, [r.score] * len(texts)
         solved = bool(info["solved"])
         reason = TerminationReason.SOLVED if solved else TerminationReason.BUDGET_EXHAUSTED
         sample = r.sample if r.sample is not None else seen.get(task.task_id, 0)

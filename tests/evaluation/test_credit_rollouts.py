@@ -163,30 +163,59 @@ def test_bad_lines_are_one_line_errors_naming_file_and_line(
 # Converters: a small file in each framework's own shape
 
 
-def test_verl_rollout_dump(played: dict[str, Any], tmp_path: Path) -> None:
-    """verl's ``_dump_generations`` line: decoded prompt and response (ChatML, special tokens skipped), score."""
+@pytest.mark.parametrize("template", ["shipped", "chatml"])
+def test_verl_rollout_dump(played: dict[str, Any], tmp_path: Path, template: str) -> None:
+    """verl's ``_dump_generations`` line: ``output`` is the response tokens decoded with special tokens skipped
+    (``RayPPOTrainer._log_rollout_data``), the answers and milepost's observation messages in one string; built
+    here with a shipped checkpoint's own tokenizer and chat template, and in ChatML, whose role words survive
+    decoding."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(Path(__file__).parents[2] / "checkpoints" / "rushhour-sft-d4slide")
     file = tmp_path / "3.jsonl"
     lines = []
-    for r in played["rollouts"][:6]:
+    rows = played["rollouts"][:6]
+    for r in rows:
         game = make_env("rushhour", max_steps=len(r["texts"]))
         game.reset(options={"task": r["task"]})
-        parts = []
+        messages = [
+            {"role": "system", "content": "goal"},
+            {"role": "user", "content": f"Current observation:\n{r['obs']}"},
+        ]
+        prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         for text in r["texts"]:
-            obs, *_ = game.step(text)
-            parts += [text, f"\nuser\nCurrent observation:\n{obs}\nassistant\n"]
-        output = "".join(parts[:-1]) + parts[-1].split("\nassistant\n")[0]
-        prompt = f"system\nGoal...\nuser\nCurrent observation:\n{r['obs']}\nassistant\n"
+            obs, _, _, _, info = game.step(text)
+            rejected = f"Rejected: {info['error']}\n" if info["error"] else ""
+            messages += [
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": f"{rejected}Current observation:\n{obs}"},
+            ]
+        if template == "shipped":
+            full = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            output = tok.decode(tok(full[len(prompt) :])["input_ids"], skip_special_tokens=True)
+        else:
+            output = "".join(
+                f"{m['content']}\nuser\n" if m["role"] == "assistant" else f"{m['content']}\nassistant\n"
+                for m in messages[2:]
+            )
         score = float(r["d"][-1] == 0)
         lines.append(
             json.dumps({"input": prompt, "output": output, "gts": None, "score": score, "step": 3, "acc": score})
         )
     file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     rollouts = read_rollouts(file, "verl")
-    for got, r in zip(rollouts, played["rollouts"]):
-        assert got.texts == r["texts"] and got.task_id is None
-        assert got.advantages == [float(r["d"][-1] == 0)] * len(r["texts"])  # verl dumps no advantage: the score
-    episodes, _ = replay(rollouts, "rushhour", played["data"])
-    assert [[t.remaining_distance for t in ep.turns] for ep in episodes] == [r["d"] for r in played["rollouts"][:6]]
+    assert all(x.task_id is None and x.texts == [] for x in rollouts)  # turns are cut out during the replay
+    episodes, advs = replay(rollouts, "rushhour", played["data"])  # tasks found by the prompt's observation
+    assert [ep.task_id for ep in episodes] == [r["task"].task_id for r in rows]
+    assert [[t.text for t in ep.turns] for ep in episodes] == [r["texts"] for r in rows]
+    assert [[t.remaining_distance for t in ep.turns] for ep in episodes] == [r["d"] for r in rows]
+    # verl dumps no advantage: the sample's score on every turn
+    assert [a.tolist() for a in advs] == [[float(r["d"][-1] == 0)] * len(r["texts"]) for r in rows]
+    wrong = file.read_text().splitlines()
+    wrong[1] = wrong[1].replace("Current observation:", "Current observation:X", 2)
+    file.write_text("\n".join(wrong) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"3.jsonl:2: turn 1's observation in the dump is not the replay's"):
+        replay(read_rollouts(file, "verl"), "rushhour", played["data"])
 
 
 def test_trl_completions_log(played: dict[str, Any], tmp_path: Path) -> None:
