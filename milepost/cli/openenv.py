@@ -15,14 +15,14 @@ import argparse
 import os
 import sys
 
+from milepost.cli.registry_help import env_names
+from milepost.envs import ENVS
 from milepost.errors import InputError
-
-ENV_NAMES = ("sudoku", "rushhour", "webshop")  # literal so `milepost --help` imports no environment
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("openenv", help="serve an environment over OpenEnv's HTTP/WebSocket API", description=__doc__)
-    p.add_argument("--env", required=True, choices=ENV_NAMES, help="environment to serve")
+    p.add_argument("--env", required=True, choices=list(ENVS.names()), help=f"environment to serve: {env_names()}")
     p.add_argument("--data", default=None, metavar="DIR", help="dataset folder whose tasks reset(task_id=...) plays")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
