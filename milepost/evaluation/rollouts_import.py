@@ -33,7 +33,9 @@ Converters (``--format``) map what three frameworks actually write onto the same
   columns ``step``, ``prompt``, ``completion``, one per reward function, the ``log_extra`` columns and
   ``advantage``. The advantage is one number per completion (GRPO's group-normalised outcome): it is repeated
   on every turn. Turns: a string completion is one turn; a conversational one (a list of messages) has one
-  turn per assistant message.
+  turn per assistant message. With ``environment_factory`` the logged prompt carries what ``reset`` returned
+  (``_generate_and_score_completions`` appends it to the last message before logging), which is how a row
+  without a ``task_id`` column finds its task.
 - ``verifiers``: two layouts. verifiers 0.3's ``Environment.evaluate(save_results=True)`` writes
   ``results.jsonl`` (and ``metadata.json``) rows made by ``state_to_output``
   (verifiers/legacy/utils/save_utils.py, verifiers 0.3.1): ``example_id``, ``prompt``, ``completion`` (the
