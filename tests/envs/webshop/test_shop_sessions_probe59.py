@@ -136,3 +136,20 @@ def test_a_client_leaving_mid_body_leaves_no_traceback(
     finally:
         server_log.removeHandler(caplog.handler)
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], caplog.text
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "nan"])
+def test_a_read_timeout_must_be_positive(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    from milepost.cli.main import main
+
+    assert main(["shop", "--port", "0", "--read-timeout", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("milepost: error: --read-timeout must be positive") and "\n" not in err
+
+
+def test_the_clis_default_read_timeout_is_the_servers() -> None:
+    from milepost.cli import serve as serve_cli
+    from milepost.cli import shop as shop_cli
+    from milepost.serve.limits import READ_TIMEOUT_S
+
+    assert shop_cli.READ_TIMEOUT_S == serve_cli.READ_TIMEOUT_S == READ_TIMEOUT_S
