@@ -117,3 +117,19 @@ def test_bad_arguments_are_one_line_errors(data: Path) -> None:
         load_environment(env="sudoku")
     with pytest.raises(InputError, match="no test tasks at levels S5"):
         load_environment(env="sudoku", data=str(data), levels="S5")
+
+
+def test_the_hub_package_loads_through_verifiers_loader(data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``environments/milepost_sudoku`` is what ``pip install -e`` puts on the path; verifiers' own
+    ``vf.load_environment(env_id, **args)`` imports it by its id (verifiers/legacy/utils/env_utils.py)."""
+    monkeypatch.syspath_prepend(str(ROOT / "environments" / "milepost_sudoku"))
+    env = vf.load_environment("milepost-sudoku", data=str(data), card=str(CHECKPOINT), limit=1)
+    assert isinstance(env, vf.MultiTurnEnv) and env.env_id == "milepost-sudoku"
+    rows = env.get_eval_dataset()
+    assert len(rows) == 2  # one task from each of the two levels
+    task = json.loads(rows[0]["info"]["milepost_task"])
+    assert task["env"] == "sudoku" and task["size"] == 4
+    assert (
+        env.sampling_args["max_tokens"]
+        == json.loads((CHECKPOINT / "milepost_prompt.json").read_text())["max_new_tokens"]
+    )
