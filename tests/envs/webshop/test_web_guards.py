@@ -23,7 +23,7 @@ from milepost.serve.runner import BackgroundServer
 from milepost.types import Task
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # each test its own shop: a full shop answers 503 (test_shop_sessions_probe59.py)
 def shop(one_item_tasks: list[Task]) -> Iterator[BackgroundServer]:
     app = create_app(one_item_tasks[0], max_body_bytes=8192, max_action_chars=200, max_sessions=3, max_history=2)
     with BackgroundServer(app) as server:
@@ -124,19 +124,6 @@ def test_each_client_has_its_own_episode(shop: BackgroundServer) -> None:
         assert cookie and cookie != bob.cookies.get("milepost_shop")
     with httpx.Client(base_url=base, timeout=30) as stranger:  # no cookie: a fresh episode
         assert _steps(stranger) == 0
-
-
-def test_the_least_recently_used_episode_is_dropped_beyond_max_sessions(shop: BackgroundServer) -> None:
-    base = f"http://127.0.0.1:{shop.port}"
-    clients = [httpx.Client(base_url=base, timeout=30) for _ in range(4)]  # max_sessions=3
-    try:
-        for c in clients:
-            c.post("/act", data={"action": "click[nothing]"})
-        assert [_steps(c) for c in clients[1:]] == [1, 1, 1]
-        assert _steps(clients[0]) == 0  # the first one's episode was the oldest: a new one began
-    finally:
-        for c in clients:
-            c.close()
 
 
 def _serve_args(**kw: Any) -> argparse.Namespace:
