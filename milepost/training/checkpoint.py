@@ -596,7 +596,7 @@ def _check_steps(state: dict[str, Any], step: int, counted: int | None) -> None:
     taken = _optimizer_steps(optimizer)
     if counted is not None and taken != counted:
         raise ValueError(
-            f"optimizer: {taken} steps taken, but {META_FILE} recorded {counted} at step {step} "
+            f"optimizer: the state has taken {taken} steps, but {META_FILE} recorded {counted} at step {step} "
             "(the state of another checkpoint?)"
         )
     if scheduler is None:
@@ -609,7 +609,7 @@ def _check_steps(state: dict[str, Any], step: int, counted: int | None) -> None:
     if optimizer is None:
         return
     if taken != step:
-        raise ValueError(f"optimizer: {taken} steps taken at step {step} (one per scheduler step)")
+        raise ValueError(f"optimizer: the state has taken {taken} steps at step {step} (one per scheduler step)")
     groups = optimizer["param_groups"]
     rates, bases = scheduler.get("_last_lr"), scheduler.get("base_lrs")
     for name, values, key in (("_last_lr", rates, "lr"), ("base_lrs", bases, "initial_lr")):
@@ -638,7 +638,8 @@ def _check_rng(rng: Any) -> None:
     """Raise unless ``rng`` is the shape :func:`rng_state` writes and restores (tried, then the current states
     put back), so resuming fails before training."""
     if not isinstance(rng, dict) or set(rng) != {"python", "numpy", "torch"}:
-        raise ValueError(f"rng: expected the python, numpy and torch generator states, not {str(rng)[:60]}")
+        got = sorted(rng) if isinstance(rng, dict) else "null" if rng is None else type(rng).__name__
+        raise ValueError(f"rng: expected the python, numpy and torch generator states, got {got}")
     py, npy, gen = rng["python"], rng["numpy"], rng["torch"]
     if not isinstance(py, dict) or set(py) != {"version", "internal", "gauss"}:
         raise ValueError("rng.python: expected version, internal and gauss")
