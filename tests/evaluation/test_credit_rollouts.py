@@ -249,26 +249,31 @@ def test_verifiers_results_and_traces(played: dict[str, Any], tmp_path: Path) ->
     per-token advantages)."""
     rows = played["rollouts"][:4]
     results = tmp_path / "v03"
+    try:  # verifiers' own writer when the extra is installed (pip install 'milepost[verifiers]'), else its shape
+        from verifiers.legacy.types import RolloutTiming
+        from verifiers.legacy.utils.save_utils import save_outputs, state_to_output
+    except ImportError:
+        save_outputs = None
     results.mkdir()
     lines = []
+    states = []
     for i, r in enumerate(rows):
-        completion = [
-            m for t in r["texts"] for m in ({"role": "assistant", "content": t}, {"role": "user", "content": "o"})
-        ]
-        lines.append(
-            json.dumps(
-                {
-                    "example_id": i,
-                    "prompt": [{"role": "system", "content": "goal"}, {"role": "user", "content": r["obs"]}],
-                    "completion": completion,
-                    "answer": "",
-                    "info": {"task_id": r["task"].task_id},
-                    "reward": float(r["d"][-1] == 0),
-                    "metrics": {},
-                }
-            )
-        )
-    (results / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        pairs = [({"role": "assistant", "content": t}, {"role": "user", "content": "o"}) for t in r["texts"]]
+        state = {
+            "example_id": i,
+            "prompt": [{"role": "system", "content": "goal"}, {"role": "user", "content": r["obs"]}],
+            "completion": [m for pair in pairs for m in pair],
+            "answer": "",
+            "info": {"task_id": r["task"].task_id},
+            "reward": float(r["d"][-1] == 0),
+            "metrics": {},
+        }
+        states.append(state)
+        lines.append(json.dumps(state))
+    if save_outputs is not None:
+        save_outputs([state_to_output({**st, "timing": RolloutTiming()}) for st in states], results, "w")
+    else:
+        (results / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     got = read_rollouts(results, "verifiers")
     assert [x.texts for x in got] == [r["texts"] for r in rows]
     assert [x.advantages[0] for x in got] == [float(r["d"][-1] == 0) for r in rows]
