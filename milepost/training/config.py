@@ -95,9 +95,13 @@ class RLConfig:
     """weight of the normalised step reward in A_t"""
     normalisation: str = "batch"
     """batch (paper) | group (GRPO-style) | none"""
-    std_floor: float = 0.0
-    """smallest std used by the normalisation (0 = paper); > 0 stops an all-solved batch, whose returns differ
-    only by discounting, from being blown up to unit variance"""
+    std_floor: float = 0.1
+    """smallest std used by the normalisation, in units of the outcome reward (success = 1); 0 = the paper's plain
+    normalisation. An all-solved batch has returns that differ only by discounting (gamma^T, a few hundredths
+    apart); without a floor they are scaled to unit variance and the first turns of the longer episodes are
+    punished for their length alone (the demo's atomic arm collapsed so at one seed). With 0.1 such a batch's
+    trajectory advantages stay within (1 - gamma^(H-1)) / 0.1, while a batch where even one episode in 32 fails
+    (outcome std >= 0.17) normalises as the paper's"""
     subgoal_decomposition: bool = False
     """pay the milestone term at each subgoal and cut the return there (paper section 4.2.1)"""
     milestone_weight: float = 1.0
