@@ -38,6 +38,7 @@ reward) and ``optimal_turns`` (the fraction of turns with A* = 0).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -245,7 +246,10 @@ def load_environment(
     if data is None:
         raise InputError("load_environment needs data=DIR (a `milepost data` folder)")
     given = {"render": render, "action_mode": action_mode, "memory_k": memory_k, "max_new_tokens": max_new_tokens}
-    settings = reconcile(read_card(card) if card else None, {**given, "agent": None}, env).values
+    merged = reconcile(read_card(card) if card else None, {**given, "agent": None}, env)
+    for line in merged.messages(str(card)):  # what the card supplied, and each setting given against it
+        print(line, file=sys.stderr)
+    settings = merged.values
     if settings.get("agent", "plain") != "plain":
         raise InputError(f"{card}: its agent is {settings['agent']}; the verifiers environment plays the plain agent")
     env_kwargs: dict[str, Any] = {k: settings[k] for k in ("render", "action_mode") if k in settings}
