@@ -242,6 +242,8 @@ def test_trl_completions_log(played: dict[str, Any], tmp_path: Path) -> None:
     episodes, _ = replay(rollouts, "rushhour", played["data"])  # odd rows by task_id, even rows by prompt
     assert [ep.task_id for ep in episodes] == [r["task"].task_id for r in rows]
     assert [[t.remaining_distance for t in ep.turns] for ep in episodes] == [r["d"] for r in rows]
+    result = _audit(tmp_path, played["data"], folder, "trl")  # the command line, --format trl
+    assert result["turns"] == sum(len(r["texts"]) for r in rows) and "imported" in result["estimators"]
 
 
 def test_verifiers_results_and_traces(played: dict[str, Any], tmp_path: Path) -> None:
