@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import string
 from collections.abc import Sequence
 from typing import Any
 
 from milepost.config import RewardWeights
-from milepost.envs.actions import ActionMode, split_actions
+from milepost.envs.actions import ActionMode, action_segment, split_actions
 from milepost.envs.base import Rules, TextEnv, printable
 from milepost.envs.levels import DEFAULT_LEVELS, get_level
 from milepost.envs.webshop.catalogue import DIFFICULTIES
@@ -21,6 +23,7 @@ from milepost.types import StepInfo, Task
 # Turns per item ordered under the milepost profile (WebShop's text env has no budget; its baselines use 100).
 BUDGET_PER_ITEM = 15
 _SAMPLE_TRIES = 2000
+_ANSWER_FORMAT = re.compile(r"REASON:.*ACTION:", re.DOTALL)
 
 
 class WebShopEnv(TextEnv[Any, Action]):
@@ -144,12 +147,19 @@ class WebShopEnv(TextEnv[Any, Action]):
 
     def _parse(self, rules: Rules[Any, Action], text: str) -> tuple[list[str], list[Action], str | None]:
         """Under a profile with ``original_grammar`` the answer is WebShop's ``step`` argument: in the atomic mode
-        the whole text is one action, read by ``WebShopRules.parse`` (no ``ACTION:`` segment, no trimming; an
-        empty answer is a no-op with reward 0, as in WebShop). The macro modes, which WebShop has not, split on
+        the whole text is one action, read by ``WebShopRules.parse`` (no trimming; an empty answer is a no-op
+        with reward 0, as in WebShop), except that an answer in milepost's answer format (``REASON: ...
+        ACTION: a``) hands over its action ``a``. The macro modes, which WebShop has not, split on
         ``;`` and newlines and trim each piece, as milepost does. Otherwise milepost's reading (``TextEnv``)."""
         if not self._original_grammar:
             return super()._parse(rules, text)
         text = text if isinstance(text, str) else ""
+        if _ANSWER_FORMAT.search(text):
+            # milepost's answer format (agent/parsing.py format_answer: "REASON: ... ACTION: a", tags as written
+            # there): its action part `a`, trimmed, is what goes to WebShop's step, as a WebShop harness hands
+            # step() the text after ReAct's "Action:". Any other text goes as it is, so a bare "ACTION: a" does
+            # nothing, as in WebShop.
+            text = action_segment(text).strip(string.whitespace)
         pieces = [text] if self.action_mode.max_actions == 1 else (split_actions(text) or [text])
         error = self.action_mode.count_error(len(pieces))
         parsed: list[Action] = []

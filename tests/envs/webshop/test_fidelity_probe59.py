@@ -86,8 +86,8 @@ def test_a_generated_product_writes_breadcrumbs_of_webshop_s_shape(task: Task) -
 # -- item 11: WebShop's grammar under profile: webshop ---------------------------------------------------------
 
 IGNORED = ["Search[{q}]", "CLICK[Back to Search]", "search [{q}]", " search[{q}]", "ACTION: search[{q}]",
-           "search[{q}] ", "click[ Back to Search]", "click[back  to search]",
-           "REASON: go. ACTION: search[{q}]"]  # fmt: skip
+           "search[{q}] ", "click[ Back to Search]", "click[back  to search]", "REASON: go. ACTION: Search[{q}]",
+           "reason: go. action: search[{q}]"]  # fmt: skip
 
 
 @pytest.mark.parametrize("text", IGNORED)
@@ -116,6 +116,18 @@ def test_webshop_profile_accepts_what_webshop_accepts_and_the_empty_answer_costs
     env.step(f"search[{task.payload['items'][0]['query'].upper()}]")  # the argument is lower-cased
     assert env.state.page == RESULTS and env.state.query == task.payload["items"][0]["query"]
     _, reward, _, _, _ = env.step("click[Back to Search] please")
+    assert env.state.page == SEARCH and reward == 0.0
+
+
+def test_webshop_profile_hands_the_action_of_milepost_s_answer_format_to_webshop_s_parser(task: Task) -> None:
+    """What milepost's agents write (``format_answer``) reaches WebShop's parser as the action part alone, as a
+    WebShop harness strips ReAct's ``Action:``; the action part itself is read strictly."""
+    query = task.payload["items"][0]["query"]
+    env = WebShopEnv(profile="webshop")
+    env.reset(options={"task": task})
+    env.step(f"<think>the page</think> REASON: find it. ACTION: search[{query}]")
+    assert env.state.page == RESULTS and env.state.query == query
+    _, reward, _, _, _ = env.step("REASON: new search. ACTION: click[Back to Search] please")
     assert env.state.page == SEARCH and reward == 0.0
 
 
