@@ -23,8 +23,9 @@ present and well-formed, and its optimizer's step count the one ``checkpoint.jso
 
 A write that fails for want of space (a full disk, a quota, the process's file size limit) removes its temporary
 folder and raises :class:`CheckpointWriteError`, one line naming the folder and the space a checkpoint needs; the
-previous checkpoint and ``latest`` are untouched. Temporary folders that a killed write left
-(``.step-NNNNNN.XXXXXXXX``) are removed when a run starts in the folder (``write_run_config``) and at each save.
+previous checkpoint and ``latest`` are untouched. The temporary folders and files that a killed write left
+(``.step-NNNNNN.XXXXXXXX``, ``.latest.XXXXXXXX.tmp``) are removed when a run starts in the folder
+(``write_run_config``) and at each save.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ STEP_NAME = re.compile(r"step-(\d{6,})")
 # the temporary folder of a write in progress: ``tempfile.mkdtemp(prefix=".step-NNNNNN.")`` adds 8 characters of
 # ``tempfile._RandomNameSequence`` (lowercase letters, digits and "_"; CPython's Lib/tempfile.py)
 TEMP_NAME = re.compile(r"\.step-\d{6,}\.[a-z0-9_]{8}")
+# ``latest``'s temporary file: milepost.io.atomic_write's ``mkstemp(prefix=".latest.", suffix=".tmp")``
+LATEST_TEMP = re.compile(r"\.latest\.[a-z0-9_]{8}\.tmp")
 MAX_LR = 1.0  # an Adam-family step past this moves every weight by about 1 per step: no run trains with it
 _TRUST: contextvars.ContextVar[bool] = contextvars.ContextVar("trust_checkpoint", default=False)
 
@@ -240,14 +243,21 @@ def save_checkpoint(
 
 def clear_stale_writes(run_dir: str | Path) -> list[Path]:
     """Remove the temporary folders (``checkpoints/.step-NNNNNN.XXXXXXXX``) of checkpoint writes that were killed
-    midway; returns them. Only folders of exactly that name (what :func:`save_checkpoint` makes) are touched, never
-    a symlink or a file."""
+    midway, and the temporary files of ``latest`` (``.latest.XXXXXXXX.tmp``); returns them. Only folders and files
+    of exactly those names (what :func:`save_checkpoint` makes) are touched, never a symlink."""
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    stale = [p for p in root.iterdir() if TEMP_NAME.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
-    for folder in stale:
-        shutil.rmtree(folder, ignore_errors=True)
+    stale = []
+    for entry in sorted(root.iterdir()):
+        if entry.is_symlink():
+            continue
+        if TEMP_NAME.fullmatch(entry.name) and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+            stale.append(entry)
+        elif LATEST_TEMP.fullmatch(entry.name) and entry.is_file():
+            entry.unlink(missing_ok=True)
+            stale.append(entry)
     return stale
 
 

@@ -5,6 +5,7 @@ trusted, and the trainer state's learning rate, RNG states and optimizer step ar
 from __future__ import annotations
 
 import json
+import os
 import random
 import resource
 import shutil
@@ -316,8 +317,9 @@ def test_save_checkpoint_under_a_size_limit_names_the_space_a_checkpoint_needs(
 def test_stale_temporary_folders_are_cleared_when_a_run_starts(
     run_folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Before: a write killed midway left ``.step-NNNNNN.XXXXXXXX`` in checkpoints/ for good. Only that exact
-    pattern (a folder) is removed; a look-alike file, a differently named folder and a symlink stay."""
+    """Before: a write killed midway left ``.step-NNNNNN.XXXXXXXX`` (or ``latest``'s ``.latest.XXXXXXXX.tmp``) in
+    checkpoints/ for good. Only those exact patterns are removed; a look-alike file, a differently named folder or
+    file and a symlink stay."""
     config, _ = run_folder
     run = _copy(run_folder, tmp_path)
     root = run / "checkpoints"
@@ -329,7 +331,13 @@ def test_stale_temporary_folders_are_cleared_when_a_run_starts(
     keep_file.write_text("not a folder", encoding="utf-8")
     keep_link = root / ".step-000005.zzzzzzzz"
     keep_link.symlink_to(tmp_path, target_is_directory=True)
+    fd, name = tempfile.mkstemp(prefix=".latest.", suffix=".tmp", dir=root)  # as milepost.io.atomic_write names it
+    os.close(fd)
+    stale_latest = Path(name)
+    keep_other = root / ".latest.abcdefgh.bak"
+    keep_other.write_text("a user's file", encoding="utf-8")
     capsys.readouterr()
     assert main(_resume(config, run)) == 0, capsys.readouterr().err
-    assert not stale.exists()
+    assert not stale.exists() and not stale_latest.exists()
     assert keep_dir.is_dir() and keep_file.is_file() and keep_link.is_symlink() and tmp_path.is_dir()
+    assert keep_other.is_file()
