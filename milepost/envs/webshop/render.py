@@ -8,13 +8,13 @@ cart and the options selected so far, which WebShop keeps in its URL. Every char
 vocabulary is).
 
 Under a profile with ``original_text`` (``webshop``), ``text`` and ``text_rich`` are WebShop's own strings
-(``original_text``): what princeton-nlp/WebShop's ``web_agent_text_env.py`` makes of its templates'
-HTML (``convert_html_to_text``; simple mode joins the visible strings with `` [SEP] ``; rich mode writes one per
-line, ``[button] X [button_]`` for buttons, ``[clicked button] X [clicked button_]`` for the selected option values
-and for product ids opened before in the episode, and one ``You have clicked X.`` line per selected value at the
-top). The done page keeps only the thank-you line and the score (WebShop's page also prints hidden debugging
-fields and an MTurk code). Orders of several items, which WebShop does not have, add a cart line and the
-``Add to Cart`` / ``Checkout`` buttons.
+(``original_text``): what princeton-nlp/WebShop's ``web_agent_text_env.py`` makes of its templates' HTML
+(``convert_html_to_text``; simple mode joins the visible strings with `` [SEP] ``; rich mode writes one per line,
+``[button] X [button_]`` for buttons, ``[clicked button] X [clicked button_]`` for the selected option values and
+for product ids opened since the last ``Back to Search`` (WebShop's session resets its opened asins there), and one
+``You have clicked X.`` line per selected value at the top). The done page keeps only the thank-you line and the
+score (WebShop's page also prints hidden debugging fields and an MTurk code). Orders of several items, which WebShop
+does not have, add a cart line and the ``Add to Cart`` / ``Checkout`` buttons.
 """
 
 from __future__ import annotations

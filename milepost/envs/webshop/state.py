@@ -191,8 +191,8 @@ class ShopState:
         self.tab = ""
         self.cart: tuple[Line, ...] = ()
         self.purchased: tuple[Line, ...] | None = None
-        # Products opened so far (WebShop's text_rich marks their ids as clicked); it changes no future, so it is
-        # not part of ``key``.
+        # Products opened since the last Back to Search (WebShop's text_rich marks their ids as clicked); it changes
+        # no future, so it is not part of ``key``.
         self.visited: frozenset[int] = frozenset()
 
     # -- game-state API ------------------------------------------------------------------------------------
