@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from milepost.integrations.verifiers import load_environment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = ROOT / "checkpoints" / "sudoku4-sft"
+MAX_STEPS = 10  # S2-S3 need at most 7 turns; a failing episode stops at 10, not at the default 50
 
 
 def _content(message: Any) -> str:
@@ -61,14 +63,21 @@ def served() -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def test_verifiers_evaluate_matches_milepost_eval(data: Path, served: str, tmp_path: Path, capsys: Any) -> None:
+@pytest.mark.parametrize("memory_k", [None, 2], ids=["card", "memory-2"])
+def test_verifiers_evaluate_matches_milepost_eval(
+    data: Path, served: str, tmp_path: Path, capsys: Any, memory_k: int | None
+) -> None:
+    """The card's settings (no memory), and two remembered turns in every prompt (milepost's sliding window)."""
     from openai import AsyncOpenAI
 
     card = json.loads((CHECKPOINT / "milepost_prompt.json").read_text())
+    if memory_k is not None:
+        card["memory_k"] = memory_k
     model = CHECKPOINT.name  # milepost serve's model id: the directory name
     # milepost eval through the same server; an openai: policy has no local card, so its settings are spelled out.
     settings = ["--render", card["render"], "--action-mode", card["action_mode"], "--memory-k", str(card["memory_k"])]
     settings += ["--max-new-tokens", str(card["max_new_tokens"]), "--temperature", "0", "--batch-size", "1"]
+    settings += ["--max-steps", str(MAX_STEPS)]
     argv = ["eval", "--env", "sudoku", "--data", str(data), "--policy", f"openai:{model}@{served}", *settings]
     assert main([*argv, "--n", "1", "--k", "1", "--out", str(tmp_path / "eval"), "--no-progress"]) == 0
     capsys.readouterr()
@@ -77,7 +86,7 @@ def test_verifiers_evaluate_matches_milepost_eval(data: Path, served: str, tmp_p
     }
 
     # verifiers' own evaluate with the official client; the prompt settings come from the checkpoint's card.
-    env = load_environment(env="sudoku", data=str(data), card=str(CHECKPOINT))
+    env = load_environment(env="sudoku", data=str(data), card=str(CHECKPOINT), memory_k=memory_k, max_steps=MAX_STEPS)
     assert isinstance(env, vf.MultiTurnEnv)
     client = vf.OpenAIChatCompletionsClient(AsyncOpenAI(base_url=served, api_key="unused"))
     results = asyncio.run(env.evaluate(client, model, sampling_args={"temperature": 0.0}, max_concurrent=1))
@@ -85,7 +94,9 @@ def test_verifiers_evaluate_matches_milepost_eval(data: Path, served: str, tmp_p
 
     milepost_rate = sum(e["success"] for e in episodes.values()) / len(episodes)
     verifiers_rate = sum(o["metrics"]["solved"] for o in outputs) / len(outputs)
-    print(f"success rate: verifiers {verifiers_rate:.3f}, milepost eval {milepost_rate:.3f} ({len(outputs)} tasks)")
+    print(
+        f"memory_k {card['memory_k']}: success rate verifiers {verifiers_rate:.3f}, milepost eval {milepost_rate:.3f}"
+    )
     assert len(outputs) == len(episodes) == 4
     assert verifiers_rate == milepost_rate
 
@@ -105,7 +116,7 @@ def test_verifiers_evaluate_matches_milepost_eval(data: Path, served: str, tmp_p
         assert info["remaining_distance"] == turns[-1]["remaining_distance"]
         distances = [episode["goal_distance"]] + [t["remaining_distance"] for t in turns]
         want = [optimal_advantage(d0, d1, len(t["actions"])) for d0, d1, t in zip(distances, distances[1:], turns)]
-        assert info["optimal_advantages"] == pytest.approx(want)
+        assert info["optimal_advantages"] == pytest.approx([None if a == -math.inf else a for a in want])
         assert len(info["env_state_hash"]) == 64
         assert out["reward"] == pytest.approx(out["metrics"]["solved"] + 0.5 * out["metrics"]["progress"])
 
