@@ -70,7 +70,7 @@ def find_runs(path: str | Path) -> list[RunEpisodes]:
         episodes, lines = [], []
         seen: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
         skipped = 0
-        for lineno, row in enumerate(read_jsonl(folder / EPISODES), 1):
+        for lineno, row in enumerate(read_jsonl(folder / EPISODES, finite=True), 1):
             try:
                 episode = Episode.from_dict(row)
             except InputError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -89,10 +90,48 @@ def append_jsonl(path: str | os.PathLike[str], row: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+class NonFinite(ValueError):
+    """A JSON text held ``NaN``, ``Infinity`` or ``-Infinity`` (or a number too large for a float, ``1e999``)."""
+
+
+def _refuse_constant(name: str) -> float:
+    raise NonFinite(f"holds {name}, a non-finite number, which JSON does not allow; refusing it")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFinite(f"holds {text}, a number past the float range (read as infinity); refusing it")
+    return value
+
+
+def loads_finite(text: str | bytes, where: str) -> Any:
+    """``json.loads`` that refuses non-finite numbers, which Python's ``json`` accepts by default.
+
+    ``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (RFC 8259, section 6): strict readers (``jq``, JavaScript,
+    Rust's serde) refuse a file holding them, and a NaN reward or log-prob poisons every mean and bootstrap it
+    enters. ``parse_constant`` sees those three words, ``parse_float`` the numbers that overflow a float
+    (CPython's ``Lib/json/decoder.py`` and ``scanner.py``).
+
+    Raises:
+        InputError: ``where: ...`` for a non-finite number, text that is not JSON, or nesting too deep.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except NonFinite as exc:
+        raise InputError(f"{where}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+
+
+def read_jsonl(path: str | os.PathLike[str], *, finite: bool = False) -> Iterator[dict[str, Any]]:
     """Yield the objects of a JSONL file; a bad line raises ``InputError`` naming the file and line.
 
-    A final line without its newline (a write cut short) is reported, not silently used.
+    A final line without its newline (a write cut short) is reported, not silently used. ``finite=True`` (every
+    reader of episodes) also refuses ``NaN`` / ``Infinity`` anywhere in a line (:func:`loads_finite`); the default
+    keeps them, for logs that record a diverged loss as NaN (``metrics.jsonl``).
     """
     source = Path(path)
     if not source.is_file():
@@ -105,12 +144,15 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                 raise InputError(f"{source}:{lineno}: not UTF-8 text (a binary file?)") from None
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{source}:{lineno}: not valid JSON ({exc.msg})") from None
-            except RecursionError:
-                raise InputError(f"{source}:{lineno}: JSON nested too deeply") from None
+            if finite:
+                obj = loads_finite(line, f"{source}:{lineno}")
+            else:
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{source}:{lineno}: not valid JSON ({exc.msg})") from None
+                except RecursionError:
+                    raise InputError(f"{source}:{lineno}: JSON nested too deeply") from None
             if not isinstance(obj, dict):
                 raise InputError(f"{source}:{lineno}: expected a JSON object")
             yield obj

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if not (path / "episodes.jsonl").is_file():
             raise InputError(f"{path} is a folder without an episodes.jsonl (give a run folder or the file)")
         args.episodes = str(path / "episodes.jsonl")
-    rows = list(read_jsonl(args.episodes))
+    rows = list(read_jsonl(args.episodes, finite=True))
     if not rows:
         raise InputError(f"{args.episodes}: no episodes")
     if args.task is not None:

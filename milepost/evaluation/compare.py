@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import textwrap
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +25,12 @@ from typing import Any, NamedTuple
 
 from milepost.envs.levels import SIZE_MEANING
 from milepost.errors import InputError
-from milepost.evaluation.metrics import Estimate, LevelMetrics
+from milepost.evaluation.failures import is_infra_failure
+from milepost.evaluation.metrics import Estimate, LevelMetrics, pass_at_k, success_by_distance
 from milepost.evaluation.plots import plot_success_vs_distance, plot_training, smooth, training_rows
-from milepost.io import atomic_write_text
+from milepost.io import atomic_write_text, read_jsonl
 from milepost.tables import md_row, md_rule
+from milepost.types import Episode
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +108,137 @@ def find_metrics(run: str | Path) -> Path | None:
 
 
 def load_levels(path: Path) -> tuple[dict[str, Any], list[LevelMetrics]]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    levels = []
-    for raw in data.get("levels", []):
-        raw = dict(raw)
-        raw["pass_at"] = {k: Estimate(**v) for k, v in raw["pass_at"].items()}
-        raw["avg"] = Estimate(**raw["avg"])
-        levels.append(LevelMetrics(**raw))
-    return data.get("meta", {}), levels
+    """``metrics.json``'s meta and per-level results, checked against the ``episodes.jsonl`` beside it
+    (:func:`check_against_episodes`) when there is one.
+
+    Raises:
+        InputError: a file that is not an evaluation's metrics, or metrics the episodes no longer give.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        meta = data.get("meta", {})
+        levels = []
+        for raw in data.get("levels", []):
+            raw = dict(raw)
+            raw["pass_at"] = {k: Estimate(**v) for k, v in raw["pass_at"].items()}
+            raw["avg"] = Estimate(**raw["avg"])
+            levels.append(LevelMetrics(**raw))
+        by_distance = data.get("success_by_distance", {})
+        if not isinstance(meta, dict) or not isinstance(by_distance, dict):
+            raise TypeError("meta and success_by_distance must be objects")
+    except (ValueError, UnicodeDecodeError, RecursionError, AttributeError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not an evaluation's metrics.json ({type(exc).__name__}: {exc})") from None
+    episodes = path.parent / EPISODES
+    if episodes.is_file():
+        check_against_episodes(path, meta, levels, by_distance, episodes)
+    return meta, levels
+
+
+EPISODES = "episodes.jsonl"
+
+
+def recount(episodes: Sequence[Episode], ks: Sequence[int]) -> tuple[dict[str, dict[str, Any]], dict[str, list[int]]]:
+    """What a comparison shows of a run, counted again from its episodes: per level the tasks, the samples per
+    task, pass@k for each k and avg@n (the runner's ``level_metrics``, infrastructure failures left out), and the
+    (successes, episodes) at each goal distance. Only order-free numbers: the bootstrap intervals resample by the
+    dataset's task order, which a run folder does not record."""
+    by_level: dict[str, dict[str, list[int]]] = defaultdict(dict)  # level -> task -> [samples, successes]
+    infra: dict[str, int] = defaultdict(int)
+    for ep in episodes:
+        if is_infra_failure(ep):
+            infra[ep.level] += 1
+            continue
+        task = by_level[ep.level].setdefault(ep.task_id, [0, 0])
+        task[0] += 1
+        task[1] += int(ep.success)
+    levels: dict[str, dict[str, Any]] = {}
+    for name in sorted(set(by_level) | set(infra)):
+        tasks: list[tuple[int, int]] = [(n, c) for n, c in by_level[name].values()]
+        rates = [c / n for n, c in tasks]
+        pass_at = {}
+        for k in ks:
+            per_task = [pass_at_k(n, c, k) for n, c in tasks if n >= k]
+            if per_task:
+                pass_at[str(k)] = sum(per_task) / len(per_task)
+        levels[name] = {
+            "tasks": len(tasks),
+            "samples": max((n for n, _ in tasks), default=0),
+            "avg": sum(rates) / len(rates) if rates else 0.0,
+            "pass_at": pass_at,
+            "infra_failures": infra[name],
+        }
+    by_distance = {str(d): [s, n] for d, (s, n) in success_by_distance(episodes).items()}
+    return levels, by_distance
+
+
+def check_against_episodes(
+    path: Path,
+    meta: dict[str, Any],
+    levels: Sequence[LevelMetrics],
+    by_distance: dict[str, Any],
+    episodes_file: Path,
+) -> None:
+    """Refuse ``metrics.json`` when the ``episodes.jsonl`` beside it no longer gives its numbers (an episode
+    edited, added or removed after the evaluation wrote them): every number the comparison shows is counted
+    again from the episodes (:func:`recount`), the way the runner selects them (samples below the run's ``n``).
+    A recount rather than a hash, so folders written before this check are checked alike, and edits that
+    change no compared number (a turn's text, a reward) are not refused.
+
+    Raises:
+        InputError: one line naming the first number that differs and how to recompute the metrics.
+    """
+    rows = read_jsonl(episodes_file, finite=True)
+    episodes = []
+    n = meta.get("n")
+    for lineno, row in enumerate(rows, 1):
+        try:
+            ep = Episode.from_dict(row)
+        except InputError as exc:
+            raise InputError(f"{episodes_file}:{lineno}: {exc}") from None
+        if not isinstance(n, int) or ep.sample < n:
+            episodes.append(ep)
+    ks = sorted({int(k) for lv in levels for k in lv.pass_at})
+    counted, distances = recount(episodes, ks)
+    stored: dict[str, dict[str, Any]] = {
+        lv.level: {
+            "tasks": lv.tasks,
+            "samples": lv.samples,
+            "avg": lv.avg.value,
+            "pass_at": {k: e.value for k, e in lv.pass_at.items()},
+            "infra_failures": lv.infra_failures,
+        }
+        for lv in levels
+    }
+    redo = f"rerun the same `milepost eval --out {path.parent}` (it rewrites the metrics from the episodes)"
+    differs = f"{path} does not match {episodes_file}"
+    if isinstance(meta.get("episodes"), int) and meta["episodes"] != len(episodes):
+        raise InputError(f"{differs}: {meta['episodes']} episodes in the metrics, {len(episodes)} in the file; {redo}")
+    if set(stored) != set(counted):
+        raise InputError(
+            f"{differs}: levels {', '.join(sorted(stored)) or 'none'} in the metrics, "
+            f"{', '.join(sorted(counted)) or 'none'} in the episodes; {redo}"
+        )
+    for name, want in stored.items():
+        got = counted[name]
+        for key in ("tasks", "samples", "infra_failures", "avg", "pass_at"):
+            a, b = want[key], got[key]
+            same = (
+                a.keys() == b.keys() and all(math.isclose(a[k], b[k], abs_tol=1e-9) for k in a)
+                if key == "pass_at"
+                else math.isclose(a, b, abs_tol=1e-9)
+            )
+            if not same:
+                raise InputError(
+                    f"{differs}: level {name} {key} {_shown(a)} in the metrics, {_shown(b)} recounted; {redo}"
+                )
+    if by_distance and {d: list(v) for d, v in by_distance.items()} != distances:
+        raise InputError(f"{differs}: the successes by goal distance differ; {redo}")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) + "}"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def load_run(label: str, run: str | Path) -> Run:

@@ -202,7 +202,7 @@ def solved_tasks(run_dirs: Sequence[str | Path]) -> tuple[set[str], set[str]]:
         path = Path(run) / "episodes.jsonl"
         if not path.is_file():
             raise InputError(f"--filter {run}: no episodes.jsonl (give an evaluation run folder)")
-        for row in read_jsonl(path):
+        for row in read_jsonl(path, finite=True):
             if not isinstance(row, dict) or "task_id" not in row:
                 raise InputError(f"--filter {path}: not an episodes file (a record without task_id)")
             seen.add(str(row["task_id"]))

@@ -270,7 +270,7 @@ def evaluate(
                 "use the same settings to resume, or another --out"
             )
     wanted_ids = {t.task_id for t in tasks}
-    rows = list(read_jsonl(out / EPISODES)) if (out / EPISODES).exists() else []
+    rows = list(read_jsonl(out / EPISODES, finite=True)) if (out / EPISODES).exists() else []
     for lineno, row in enumerate(rows, 1):  # checked before resuming from them: a bad row is a one-line error
         try:
             Episode.from_dict(row)
@@ -326,7 +326,8 @@ def evaluate(
         atomic_write_json(run_file, identity)
     # Reading back thousands of episodes and bootstrapping every level's intervals takes a minute on a large run.
     with phase(f"{out}: metrics (bootstrap intervals), report and plots of {total} episodes", enabled=progress):
-        episodes = [Episode.from_dict(r) for r in read_jsonl(out / EPISODES)] if (out / EPISODES).exists() else []
+        rows = list(read_jsonl(out / EPISODES, finite=True)) if (out / EPISODES).exists() else []
+        episodes = [Episode.from_dict(r) for r in rows]
         episodes = [e for e in episodes if e.task_id in wanted_ids and e.sample < spec.n]
         # Metrics read episodes in task order, not finishing order: bootstrap intervals resample by position, and
         # workers (or a resumed run) finish episodes in another order than one process does.
