@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[ml,import,serve,dev,web,track,hf,trl,skyrl,webshop]" "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[ml,import,serve,dev,web,track,hf,trl,skyrl,webshop,openenv,verifiers]" "$(TORCH)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -75,7 +75,7 @@ $(VERL_STAMP): pyproject.toml
 	touch $(VERL_STAMP)
 
 test-verl: $(VERL_STAMP)
-	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl.py
+	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl.py tests/integrations/test_verl_conventions.py
 
 # Mutation gate (mutation/config.toml): mutmut over the trainer's logic and its safety checks, each module with
 # the tests that guard it; prints a score per module and fails below the floors set there.
