@@ -16,13 +16,13 @@ takes an episode in play (when all are, it gets a 503), no other site may frame 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from milepost.errors import InputError
+from milepost.io import loads_finite
 from milepost.types import Task
 
 # Literal lists keep `milepost --help` from importing the web shop; tests/cli/test_shop_options.py checks them
@@ -111,10 +111,7 @@ def replay_texts(path: str, task: Task, line: int | None) -> list[str]:
     for n, text in enumerate(source.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not text.strip():
             continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"--replay {source}:{n}: not JSON ({exc.msg})") from None
+        row = loads_finite(text, f"--replay {source}:{n}")
         if not isinstance(row, dict):
             raise InputError(f"--replay {source}:{n}: an episode is a JSON object, not {type(row).__name__}")
         rows.append((n, row))

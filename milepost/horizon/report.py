@@ -99,7 +99,7 @@ def play_suite(
         )
         log.info("horizon: playing %s (%s)", part.name, policy)
         evaluate(spec, out / "runs" / part.name, progress=progress, pool=pool, retry_failed=retry_failed)
-        rows = read_jsonl(out / "runs" / part.name / "episodes.jsonl")
+        rows = read_jsonl(out / "runs" / part.name / "episodes.jsonl", finite=True)
         episodes[part.name] = [Episode.from_dict(r) for r in rows]
     return manifest, episodes
 

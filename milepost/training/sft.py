@@ -140,7 +140,7 @@ def read_episodes(paths: Sequence[str]) -> list[Episode]:
         file = Path(path)
         if not file.is_file():
             raise InputError(f"sft.episodes: {file}: no such file")
-        for lineno, row in enumerate(read_jsonl(file), start=1):
+        for lineno, row in enumerate(read_jsonl(file, finite=True), start=1):
             try:
                 out.append(Episode.from_dict(row))
             except InputError as exc:
