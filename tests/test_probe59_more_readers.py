@@ -15,7 +15,7 @@ from milepost.training.sft import read_episodes
 @pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity"])
 def test_sft_episodes_refuse_a_non_finite_reward(tmp_path: Path, word: str) -> None:
     path = tmp_path / "episodes.jsonl"
-    path.write_text('{"task_id": "b", "reward": %s}\n' % word)
+    path.write_text('{"task_id": "b", "reward": ' + word + "}\n")
     with pytest.raises(InputError, match=rf"{path}:1: .*non-finite"):
         read_episodes([str(path)])
 
@@ -28,7 +28,7 @@ def test_shop_replay_refuses_a_non_finite_number(tmp_path: Path, word: str) -> N
     task = make_env("webshop").sample_task(0)
     path = tmp_path / "episodes.jsonl"
     row = json.dumps({"task_id": task.task_id, "turns": [{"text": "ACTION: search[x]"}]})
-    path.write_text(row + "\n" + row[:-1] + ', "reward": %s}\n' % word)
+    path.write_text(row + "\n" + row[:-1] + ', "reward": ' + word + "}\n")
     with pytest.raises(InputError, match=r"--replay .*:2: .*non-finite"):
         replay_texts(str(path), task, None)
     path.write_text(row + "\n")
