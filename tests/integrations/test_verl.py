@@ -204,6 +204,7 @@ def test_format_errors_become_step_rewards_and_the_estimator_equals_milepost(tin
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 
     from milepost.backends.scripted import ScriptedPolicy
+    from milepost.training.config import RLConfig
 
     solved, _ = _play(tiny_model_dir, ScriptedPolicy("oracle"), _task(1))
     noisy, server = _play(tiny_model_dir, ScriptedPolicy("noisy-oracle", 0.5, "format"), _task(2))
@@ -222,7 +223,8 @@ def test_format_errors_become_step_rewards_and_the_estimator_equals_milepost(tin
     fn = get_adv_estimator_fn("milepost")
     adv, returns = fn(token_level_rewards=rewards, response_mask=mask, index=np.array(["a", "b"]), config=config)
     streams = [read_turn_rewards(rewards[i], mask[i]) for i in range(2)]
-    ours = advantages([s[0] for s in streams], [s[1] for s in streams], gamma=0.995, alpha=0.2)
+    floor = RLConfig().std_floor  # the trainer's default, which the verl estimator takes too
+    ours = advantages([s[0] for s in streams], [s[1] for s in streams], gamma=0.995, alpha=0.2, std_floor=floor)
     for i, (_, _, spans) in enumerate(streams):
         for (start, end), value in zip(spans, ours[i].tolist()):
             assert adv[i, start : end + 1].tolist() == pytest.approx([value] * (end + 1 - start))

@@ -78,7 +78,7 @@ def test_without_a_config_the_estimator_uses_the_papers_gamma_and_alpha() -> Non
 def test_a_config_without_the_settings_or_with_nulls_takes_the_defaults(config: Any) -> None:
     rewards, mask, _, _ = _batch()
     adv, _ = milepost_advantage(rewards, mask, config=config)
-    assert _per_turn(adv) == [pytest.approx(row) for row in _expected(gamma=0.995, alpha=0.2, std_floor=0.0)]
+    assert _per_turn(adv) == [pytest.approx(row) for row in _expected(gamma=0.995, alpha=0.2, std_floor=0.1)]
 
 
 def test_the_settings_are_read_from_a_dict_and_from_an_omegaconf_like_config() -> None:

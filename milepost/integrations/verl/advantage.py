@@ -5,7 +5,8 @@ prompt uid of each row: rows of one task share it) and ``config`` (the ``algorit
 ``(advantages, returns)``, both ``(B, L)``. The rewards carry the per-turn layout of
 :mod:`milepost.integrations.verl.turns`, which :class:`~milepost.integrations.verl.agent_loop.MilepostAgentLoop`
 writes. Settings: ``algorithm.gamma`` (the paper's 0.995; verl's default is 1.0) and, optionally,
-``+algorithm.milepost.alpha`` (0.2), ``.normalisation`` (batch | group | none) and ``.std_floor`` (0).
+``+algorithm.milepost.alpha`` (0.2), ``.normalisation`` (batch | group | none) and ``.std_floor`` (0.1, as
+``rl.std_floor``).
 
 This module only registers the estimator with verl; the arithmetic is
 :func:`milepost.integrations.verl.estimator.milepost_advantage`, which imports without verl.

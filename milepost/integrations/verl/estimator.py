@@ -6,7 +6,7 @@ prompt uid of each row: rows of one task share it) and ``config`` (the ``algorit
 registration with verl (:mod:`milepost.integrations.verl.advantage`) only calls it, so the default test suite
 checks it whether or not verl is installed. Settings read from the config: ``gamma`` (the paper's 0.995 when
 absent; verl's own default is 1.0) and, under ``milepost``, ``alpha`` (0.2), ``normalisation`` (batch | group |
-none) and ``std_floor`` (0). A setting given as None (an OmegaConf null) takes its default.
+none) and ``std_floor`` (0.1, as ``rl.std_floor``). A setting given as None (an OmegaConf null) takes its default.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from milepost.integrations.verl.turns import token_advantages
 
-GAMMA, ALPHA, NORMALISATION, STD_FLOOR = 0.995, 0.2, "batch", 0.0
+GAMMA, ALPHA, NORMALISATION, STD_FLOOR = 0.995, 0.2, "batch", 0.1  # rl.std_floor's default (issue 59 item 14)
 """The defaults of the settings: the paper's gamma and alpha, batch normalisation, no floor on the std."""
 
 
