@@ -12,7 +12,6 @@ an error frame on the WebSocket) and one log line.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from milepost.cli.registry_help import env_names
@@ -44,15 +43,10 @@ def run(args: argparse.Namespace) -> int:
         from milepost.integrations.openenv import build_app, serve
     except ImportError as exc:  # the openenv extra is not installed
         raise InputError(f"milepost openenv needs OpenEnv: pip install 'milepost[openenv]' ({exc})") from None
+    from milepost.cli.serve import api_key_from_env
     from milepost.serve.runner import bind_socket, is_loopback
 
-    api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
-        if api_key is None:
-            raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-        if not api_key.strip():
-            raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is empty; set it to the key")
+    api_key = api_key_from_env(args.api_key_env)
     if args.max_sessions < 1:
         raise InputError(f"--max-sessions must be positive, got {args.max_sessions}")
     env_kwargs = {

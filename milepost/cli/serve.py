@@ -57,18 +57,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def api_key_from_env(var: str | None) -> str | None:
+    """The bearer token held by the environment variable ``var`` (``--api-key-env``), None without one; an unset
+    or empty variable is a one-line error (an empty key would lock every client out, or let every client in)."""
+    if not var:
+        return None
+    api_key = os.environ.get(var)
+    if api_key is None:
+        raise InputError(f"--api-key-env {var}: that environment variable is not set")
+    if not api_key.strip():
+        raise InputError(f"--api-key-env {var}: that environment variable is empty; set it to the key")
+    return api_key
+
+
 def run(args: argparse.Namespace) -> int:
     from milepost.backends.hf import HFBackend
     from milepost.serve.app import create_app
     from milepost.serve.runner import bind_socket, is_loopback, serve_forever
 
-    api_key = None
-    if args.api_key_env:
-        api_key = os.environ.get(args.api_key_env)
-        if api_key is None:
-            raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is not set")
-        if not api_key.strip():
-            raise InputError(f"--api-key-env {args.api_key_env}: that environment variable is empty; set it to the key")
+    api_key = api_key_from_env(args.api_key_env)
     for flag in ("max_tokens_limit", "max_request_bytes", "max_queue", "default_max_tokens"):
         if getattr(args, flag) < 1:
             raise InputError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
