@@ -33,3 +33,12 @@ def test_shop_replay_refuses_a_non_finite_number(tmp_path: Path, word: str) -> N
         replay_texts(str(path), task, None)
     path.write_text(row + "\n")
     assert replay_texts(str(path), task, None) == ["ACTION: search[x]"]
+
+
+def test_find_runs_refuses_a_non_finite_number(tmp_path: Path) -> None:
+    """export, show and the credit audit read run folders through ``find_runs``."""
+    from milepost.export import find_runs
+
+    (tmp_path / "episodes.jsonl").write_text('{"task_id": "a", "reward": NaN}\n')
+    with pytest.raises(InputError, match=r"episodes.jsonl:1: .*non-finite"):
+        find_runs(tmp_path)
