@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import resource
 import shutil
 import signal
@@ -22,10 +21,6 @@ from safetensors.torch import load_file, save_file
 
 from milepost.backends.hf import load_model
 from milepost.cli.main import main
-from milepost.config import EnvConfig, to_yaml
-from milepost.datasets import write_dataset
-from milepost.envs.sudoku import make_task
-from milepost.envs.sudoku.generator import generate_easy
 from milepost.errors import InputError
 from milepost.training.checkpoint import (
     MANIFEST_FILE,
@@ -35,8 +30,8 @@ from milepost.training.checkpoint import (
     load_checkpoint_state,
     save_checkpoint,
 )
-from milepost.training.config import AgentConfig, EvalConfig, RLConfig, SFTConfig, TrainConfig
 from milepost.training.trainer import train_rl
+from tests.training.test_checkpoint_security import tiny_rl_config
 
 S1, S2 = "step-000001", "step-000002"
 
@@ -44,26 +39,8 @@ S1, S2 = "step-000001", "step-000002"
 @pytest.fixture(scope="module")
 def run_folder(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """An RL run of 3 iterations stopped after 2 (checkpoints at steps 1 and 2) and the config file that made it."""
-    rng = random.Random(0)
-    tasks = [
-        make_task(*generate_easy(4, rng.randint(3, 5), 5, i), level="S1", split="train", index=i) for i in range(4)
-    ]
     root = tmp_path_factory.mktemp("probe59")
-    data = write_dataset(root / "sudoku4", {"train": tasks, "test": []}, {"seed": 5})
-    cfg = TrainConfig(
-        name="t",
-        model=str(tiny_model_dir),
-        data=str(data),
-        env=EnvConfig(size=4, max_steps=2, render="cells"),
-        agent=AgentConfig(memory_k=1, max_new_tokens=8),
-        sft=SFTConfig(tasks=4, epochs=1.0, batch_size=4),
-        rl=RLConfig(iterations=3, tasks_per_iter=1, samples_per_task=2, minibatches=1),
-        eval=EvalConfig(n=1, ks=[1], limit=1),
-        threads=1,
-        checkpoint_every=1,
-    )
-    config = root / "rl.yaml"
-    config.write_text(to_yaml(cfg), encoding="utf-8")
+    cfg, config = tiny_rl_config(tiny_model_dir, root, iterations=3)
     out = root / "run"
     train_rl(cfg, out, progress=False, stop_after=2)
     assert sorted(p.name for p in (out / "checkpoints").glob("step-*")) == [S1, S2]

@@ -164,14 +164,12 @@ def test_a_wellformed_file_of_the_wrong_shape_is_a_one_line_error(checkpoint: Pa
 # -- through the command line ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def run_folder(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A finished one-iteration RL run (checkpoint at step 1) and the config file that made it."""
+def tiny_rl_config(tiny_model_dir: Path, root: Path, iterations: int) -> tuple[TrainConfig, Path]:
+    """A tiny 4x4 Sudoku RL config (checkpoint every iteration) over 4 generated tasks, written to root/rl.yaml."""
     rng = random.Random(0)
     tasks = [
         make_task(*generate_easy(4, rng.randint(3, 5), 5, i), level="S1", split="train", index=i) for i in range(4)
     ]
-    root = tmp_path_factory.mktemp("cli")
     data = write_dataset(root / "sudoku4", {"train": tasks, "test": []}, {"seed": 5})
     cfg = TrainConfig(
         name="t",
@@ -180,13 +178,21 @@ def run_folder(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
         env=EnvConfig(size=4, max_steps=2, render="cells"),
         agent=AgentConfig(memory_k=1, max_new_tokens=8),
         sft=SFTConfig(tasks=4, epochs=1.0, batch_size=4),
-        rl=RLConfig(iterations=1, tasks_per_iter=1, samples_per_task=2, minibatches=1),
+        rl=RLConfig(iterations=iterations, tasks_per_iter=1, samples_per_task=2, minibatches=1),
         eval=EvalConfig(n=1, ks=[1], limit=1),
         threads=1,
         checkpoint_every=1,
     )
     config = root / "rl.yaml"
     config.write_text(to_yaml(cfg), encoding="utf-8")
+    return cfg, config
+
+
+@pytest.fixture(scope="module")
+def run_folder(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A finished one-iteration RL run (checkpoint at step 1) and the config file that made it."""
+    root = tmp_path_factory.mktemp("cli")
+    _, config = tiny_rl_config(tiny_model_dir, root, iterations=1)
     out = root / "run"
     assert main(["train", "--config", str(config), "--out", str(out), "--no-progress"]) == 0
     return config, out
