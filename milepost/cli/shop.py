@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from milepost.cli.serve import READ_TIMEOUT_S  # one literal for both servers (serve.limits holds the value)
 from milepost.errors import InputError
 from milepost.io import loads_finite
 from milepost.types import Task
@@ -30,7 +31,6 @@ from milepost.types import Task
 DIFFICULTIES = ("easy", "medium", "hard")
 PROFILES = ("milepost", "webshop")
 DEFAULT_PROFILE = "milepost"
-READ_TIMEOUT_S = 30.0  # milepost.serve.limits.READ_TIMEOUT_S, literal for the same reason
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
